@@ -1,0 +1,298 @@
+//! The driver: the harness's event queue.
+//!
+//! Everything the harness does to a run at a fake time — deliver bytes on a link, start an
+//! operation, inject a fault, send SIGTERM — is an [`Event`] in one queue, run by one harness
+//! task. The semantics:
+//!
+//! - **Due times.** An event is scheduled at a fake time ([`Driver::at`]) or after a delay
+//!   ([`Driver::after`]). Each event gets a distinct seeded extra delay below
+//!   [`Driver::TIE_SPREAD`] (1 µs; 1 ms in explore mode), so events asked for the same instant run
+//!   in an order the seed decides, never in an order an implementation detail decides.
+//! - **Ties.** Events whose due times are still equal are sorted canonically (kind, identity,
+//!   scheduling order) and then picked one by one by the seed.
+//! - **Quiescence.** The driver sleeps on tokio's paused clock until the next due time. Paused
+//!   time only auto-advances when every task is idle, so an event fires only once the system has
+//!   done everything it could do before it. tokio's timer wheel has a 1 ms resolution: events due
+//!   within one millisecond fire in one pass, in due order.
+//! - **History.** Each event is recorded in the run's history (kind, identity, detail) at its due
+//!   time before its action runs.
+//!
+//! The queue holds at most [`Driver::PENDING_MAX`] events; scheduling more is a runaway schedule
+//! and panics (class *panic*) naming the bound.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::history::Recorder;
+use crate::seed::Source;
+
+/// The identity of a scheduled event, for [`Driver::cancel`].
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct EventId(u64);
+
+type Action = Box<dyn FnOnce() + Send>;
+
+/// A harness event: a kind, an identity, an optional detail and the action to run when due.
+pub struct Event {
+    kind: Cow<'static, str>,
+    identity: String,
+    detail: String,
+    action: Option<Action>,
+}
+
+impl fmt::Debug for Event {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Event")
+            .field("kind", &self.kind)
+            .field("identity", &self.identity)
+            .field("detail", &self.detail)
+            .finish()
+    }
+}
+
+impl Event {
+    /// An event of `kind` (e.g. `"net.deliver"`, `"fault.partition"`) concerning `identity` (a
+    /// node, a connection, an operation id). Without an action it only marks the history.
+    pub fn new(kind: impl Into<Cow<'static, str>>, identity: impl Into<String>) -> Event {
+        Event {
+            kind: kind.into(),
+            identity: identity.into(),
+            detail: String::new(),
+            action: None,
+        }
+    }
+
+    /// Adds a detail recorded with the event.
+    pub fn detail(mut self, detail: impl Into<String>) -> Event {
+        self.detail = detail.into();
+        self
+    }
+
+    /// Sets what runs when the event is due (on the run's thread, inside the runtime: it may
+    /// spawn tasks and wake wakers, and must not block).
+    pub fn action(mut self, action: impl FnOnce() + Send + 'static) -> Event {
+        self.action = Some(Box::new(action));
+        self
+    }
+}
+
+#[derive(Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Debug)]
+struct Key {
+    due_nanos: u64,
+    seq: u64,
+}
+
+struct Queue {
+    pending: BTreeSet<Key>,
+    events: BTreeMap<u64, Event>,
+    next_seq: u64,
+    ties: Source,
+    tie_spread_nanos: u64,
+    fired: u64,
+}
+
+struct Inner {
+    queue: Mutex<Queue>,
+    notify: tokio::sync::Notify,
+    recorder: Arc<Recorder>,
+    explore: bool,
+}
+
+/// A handle to the run's event queue. Cheap to clone; get the run's own with
+/// [`crate::Ctx::driver`].
+#[derive(Clone)]
+pub struct Driver {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for Driver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Driver")
+            .field("pending", &self.pending())
+            .finish()
+    }
+}
+
+impl Driver {
+    /// Events the queue holds at most.
+    pub const PENDING_MAX: usize = 1 << 20;
+    /// The bound of the seeded extra delay given to every event in replay mode.
+    pub const TIE_SPREAD: Duration = Duration::from_micros(1);
+    /// The bound of the seeded extra delay in explore mode (spans a tokio timer tick, so events
+    /// also move relative to the nodes' own timers).
+    pub const TIE_SPREAD_EXPLORE: Duration = Duration::from_millis(1);
+
+    pub(crate) fn new(recorder: Arc<Recorder>, ties: Source, explore: bool) -> Driver {
+        let spread = if explore {
+            Self::TIE_SPREAD_EXPLORE
+        } else {
+            Self::TIE_SPREAD
+        };
+        Driver {
+            inner: Arc::new(Inner {
+                queue: Mutex::new(Queue {
+                    pending: BTreeSet::new(),
+                    events: BTreeMap::new(),
+                    next_seq: 0,
+                    ties,
+                    tie_spread_nanos: spread.as_nanos() as u64,
+                    fired: 0,
+                }),
+                notify: tokio::sync::Notify::new(),
+                recorder,
+                explore,
+            }),
+        }
+    }
+
+    fn queue(&self) -> std::sync::MutexGuard<'_, Queue> {
+        self.inner.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Fake time since the run started.
+    pub fn elapsed(&self) -> Duration {
+        self.inner.recorder.elapsed()
+    }
+
+    /// Schedules `event` at fake time `at` since the run started (a time already past means
+    /// "now"), plus its seeded extra delay.
+    ///
+    /// # Panics
+    /// If the queue already holds [`Driver::PENDING_MAX`] events.
+    pub fn at(&self, at: Duration, event: Event) -> EventId {
+        let at = at.max(self.elapsed());
+        let mut queue = self.queue();
+        assert!(
+            queue.pending.len() < Self::PENDING_MAX,
+            "driver queue is full (Driver::PENDING_MAX = {} events): a runaway schedule",
+            Self::PENDING_MAX
+        );
+        let spread = queue.tie_spread_nanos;
+        let extra = queue.ties.below(spread.max(1));
+        let due_nanos = u64::try_from(at.as_nanos())
+            .unwrap_or(u64::MAX)
+            .saturating_add(extra);
+        let seq = queue.next_seq;
+        queue.next_seq += 1;
+        let key = Key { due_nanos, seq };
+        let is_head = queue.pending.first().is_none_or(|head| key < *head);
+        queue.pending.insert(key);
+        queue.events.insert(seq, event);
+        drop(queue);
+        if is_head {
+            self.inner.notify.notify_one();
+        }
+        EventId(seq)
+    }
+
+    /// Schedules `event` after `delay` of fake time (see [`Driver::at`]).
+    pub fn after(&self, delay: Duration, event: Event) -> EventId {
+        self.at(self.elapsed().saturating_add(delay), event)
+    }
+
+    /// Removes a pending event. Returns whether it was still pending.
+    pub fn cancel(&self, id: EventId) -> bool {
+        let mut queue = self.queue();
+        match queue.events.remove(&id.0) {
+            Some(_) => {
+                queue.pending.retain(|k| k.seq != id.0);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Events waiting to fire.
+    pub fn pending(&self) -> usize {
+        self.queue().pending.len()
+    }
+
+    /// Events fired so far.
+    pub fn fired(&self) -> u64 {
+        self.queue().fired
+    }
+
+    /// The due time of the next event, if any.
+    pub fn next_due(&self) -> Option<Duration> {
+        self.queue()
+            .pending
+            .first()
+            .map(|k| Duration::from_nanos(k.due_nanos))
+    }
+
+    /// Takes every event due at or before `now_nanos`, in firing order.
+    fn take_due(&self, now_nanos: u64) -> Vec<(u64, Event)> {
+        let mut queue = self.queue();
+        let mut due: Vec<Key> = Vec::new();
+        while let Some(key) = queue.pending.first().copied() {
+            if key.due_nanos > now_nanos {
+                break;
+            }
+            queue.pending.pop_first();
+            due.push(key);
+        }
+        let mut out = Vec::with_capacity(due.len());
+        let mut i = 0;
+        while i < due.len() {
+            let mut j = i + 1;
+            while j < due.len() && due[j].due_nanos == due[i].due_nanos {
+                j += 1;
+            }
+            let mut group: Vec<(u64, Event)> = due[i..j]
+                .iter()
+                .filter_map(|k| queue.events.remove(&k.seq).map(|e| (k.seq, e)))
+                .collect();
+            // Canonical order first, so the seeded pick does not depend on scheduling accidents.
+            group.sort_by(|a, b| {
+                (&a.1.kind, &a.1.identity, a.0).cmp(&(&b.1.kind, &b.1.identity, b.0))
+            });
+            while !group.is_empty() {
+                let pick = queue.ties.below(group.len() as u64) as usize;
+                let (_, event) = group.remove(pick);
+                out.push((due[i].due_nanos, event));
+            }
+            i = j;
+        }
+        queue.fired += out.len() as u64;
+        out
+    }
+
+    /// The driver loop: runs as a harness task for the whole run.
+    pub(crate) async fn run(self) {
+        let start = self.inner.recorder.start();
+        loop {
+            let notified = self.inner.notify.notified();
+            match self.next_due() {
+                None => notified.await,
+                Some(due) => {
+                    let deadline = start + due;
+                    if deadline > tokio::time::Instant::now() {
+                        tokio::select! {
+                            biased;
+                            () = notified => continue,
+                            () = tokio::time::sleep_until(deadline) => {}
+                        }
+                    }
+                }
+            }
+            let now_nanos = u64::try_from(self.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            for (due_nanos, event) in self.take_due(now_nanos) {
+                self.inner.recorder.record_at(
+                    Duration::from_nanos(due_nanos),
+                    &event.kind,
+                    &event.identity,
+                    &event.detail,
+                );
+                if let Some(action) = event.action {
+                    action();
+                }
+                if self.inner.explore && self.queue().ties.ratio(1, 4) {
+                    tokio::task::yield_now().await;
+                }
+            }
+        }
+    }
+}

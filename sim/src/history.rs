@@ -1,0 +1,298 @@
+//! The history: the harness-owned log of a run's events and its incremental, stable hash.
+//!
+//! Every harness event (driver events, network deliveries, faults, lifecycle events) and every
+//! event a test records with [`crate::Ctx::record`] is appended as an [`Entry`]: its index, the
+//! fake time since the run started, a kind, an identity and a detail. The hash is a chain:
+//! `h(i) = xxh3_64(h(i-1) ‖ entry i)`, so two runs with equal hashes recorded the same entries in
+//! the same order, and the entry hashes of two diverging runs name the first event where they
+//! differ ([`diff`]). XXH3 is a fixed, specified algorithm: hashes compare across processes,
+//! machines and versions of this crate.
+//!
+//! The log keeps at most [`History::ENTRIES_MAX`] entries in memory (the oldest are dropped from
+//! the log, never from the hash), so a long run cannot exhaust memory.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::time::Duration;
+
+use xxhash_rust::xxh3::xxh3_64;
+
+/// One event in a history.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Entry {
+    /// Position in the history, from 0.
+    pub index: u64,
+    /// Fake time since the run started, in nanoseconds.
+    pub at_nanos: u64,
+    /// What happened (`"driver.event"`, `"net.deliver"`, or a test's own kind).
+    pub kind: String,
+    /// Who it happened to (a node, a connection, an operation id).
+    pub identity: String,
+    /// Free-form detail (payload summary, outcome).
+    pub detail: String,
+    /// The chained hash after this entry.
+    pub hash: u64,
+}
+
+impl Entry {
+    /// The fake time since the run started.
+    pub fn at(&self) -> Duration {
+        Duration::from_nanos(self.at_nanos)
+    }
+}
+
+impl fmt::Display for Entry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "#{} {} {} {}",
+            self.index,
+            crate::trace::format_elapsed(self.at()),
+            self.kind,
+            self.identity
+        )?;
+        if !self.detail.is_empty() {
+            write!(f, " {}", self.detail)?;
+        }
+        Ok(())
+    }
+}
+
+/// A run's history: the bounded log and the chained hash (see the module docs).
+#[derive(Debug, Clone)]
+pub struct History {
+    entries: VecDeque<Entry>,
+    next_index: u64,
+    hash: u64,
+}
+
+impl Default for History {
+    fn default() -> Self {
+        History::new()
+    }
+}
+
+impl History {
+    /// Entries kept in memory; older entries still count in the hash.
+    pub const ENTRIES_MAX: usize = 1_000_000;
+
+    /// An empty history. Its hash is the hash of nothing (`xxh3_64("")`).
+    pub fn new() -> History {
+        History {
+            entries: VecDeque::new(),
+            next_index: 0,
+            hash: xxh3_64(b""),
+        }
+    }
+
+    /// Appends an event and returns it (with its index and chained hash).
+    pub fn record(&mut self, at: Duration, kind: &str, identity: &str, detail: &str) -> &Entry {
+        let at_nanos = u64::try_from(at.as_nanos()).unwrap_or(u64::MAX);
+        let mut bytes = Vec::with_capacity(32 + kind.len() + identity.len() + detail.len());
+        bytes.extend_from_slice(&self.hash.to_le_bytes());
+        bytes.extend_from_slice(&at_nanos.to_le_bytes());
+        for field in [kind, identity, detail] {
+            bytes.extend_from_slice(&(field.len() as u64).to_le_bytes());
+            bytes.extend_from_slice(field.as_bytes());
+        }
+        self.hash = xxh3_64(&bytes);
+        if self.entries.len() == Self::ENTRIES_MAX {
+            self.entries.pop_front();
+        }
+        self.entries.push_back(Entry {
+            index: self.next_index,
+            at_nanos,
+            kind: kind.to_string(),
+            identity: identity.to_string(),
+            detail: detail.to_string(),
+            hash: self.hash,
+        });
+        self.next_index += 1;
+        self.entries.back().expect("an entry was just pushed")
+    }
+
+    /// The chained hash of every entry recorded so far.
+    pub fn hash(&self) -> u64 {
+        self.hash
+    }
+
+    /// How many entries were recorded (including any dropped from memory).
+    pub fn len(&self) -> u64 {
+        self.next_index
+    }
+
+    /// Whether nothing was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.next_index == 0
+    }
+
+    /// The entries still in memory, oldest first.
+    pub fn entries(&self) -> impl Iterator<Item = &Entry> {
+        self.entries.iter()
+    }
+}
+
+/// Where two histories first differ.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Divergence {
+    /// The index of the first differing entry.
+    pub index: u64,
+    /// That entry in the first history (`None`: the first history ended there).
+    pub left: Option<Entry>,
+    /// That entry in the second history (`None`: the second history ended there).
+    pub right: Option<Entry>,
+}
+
+impl fmt::Display for Divergence {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let show = |e: &Option<Entry>| {
+            e.as_ref()
+                .map_or_else(|| "(history ended)".to_string(), Entry::to_string)
+        };
+        write!(
+            f,
+            "first divergent event #{}: {} ≠ {}",
+            self.index,
+            show(&self.left),
+            show(&self.right)
+        )
+    }
+}
+
+/// The first entry where two histories differ (comparing index, time, kind, identity and
+/// detail), or `None` when they are equal. Entries dropped from memory are not compared; a
+/// difference there still shows in the hashes.
+pub fn diff(left: &[Entry], right: &[Entry]) -> Option<Divergence> {
+    let same = |a: &Entry, b: &Entry| {
+        a.index == b.index
+            && a.at_nanos == b.at_nanos
+            && a.kind == b.kind
+            && a.identity == b.identity
+            && a.detail == b.detail
+    };
+    let len = left.len().max(right.len());
+    (0..len).find_map(|i| match (left.get(i), right.get(i)) {
+        (Some(a), Some(b)) if same(a, b) => None,
+        (a, b) => Some(Divergence {
+            index: a.or(b).map_or(i as u64, |e| e.index),
+            left: a.cloned(),
+            right: b.cloned(),
+        }),
+    })
+}
+
+/// The history and trace of a live run, with its fake clock: what the driver and the run's
+/// [`crate::Ctx`] record into.
+#[derive(Debug)]
+pub(crate) struct Recorder {
+    history: std::sync::Mutex<History>,
+    trace: std::sync::Arc<crate::trace::TraceBuf>,
+    start: tokio::time::Instant,
+}
+
+impl Recorder {
+    pub(crate) fn new(
+        trace: std::sync::Arc<crate::trace::TraceBuf>,
+        start: tokio::time::Instant,
+    ) -> Recorder {
+        Recorder {
+            history: std::sync::Mutex::new(History::new()),
+            trace,
+            start,
+        }
+    }
+
+    /// Fake time since the run started.
+    pub(crate) fn elapsed(&self) -> Duration {
+        tokio::time::Instant::now().saturating_duration_since(self.start)
+    }
+
+    /// The run's start on tokio's clock.
+    pub(crate) fn start(&self) -> tokio::time::Instant {
+        self.start
+    }
+
+    /// Appends an event at `at` and writes it into the trace; returns its index.
+    pub(crate) fn record_at(&self, at: Duration, kind: &str, identity: &str, detail: &str) -> u64 {
+        let mut history = self.history.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = history.record(at, kind, identity, detail);
+        let index = entry.index;
+        let detail_sep = if entry.detail.is_empty() { "" } else { " " };
+        self.trace.push(format!(
+            "[{}] event #{} {} {}{detail_sep}{}",
+            crate::trace::format_elapsed(at),
+            entry.index,
+            entry.kind,
+            entry.identity,
+            entry.detail
+        ));
+        index
+    }
+
+    /// A copy of the history so far.
+    pub(crate) fn snapshot(&self) -> History {
+        self.history
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn history(events: &[(&str, &str)]) -> History {
+        let mut h = History::new();
+        for (i, (kind, who)) in events.iter().enumerate() {
+            h.record(Duration::from_millis(i as u64), kind, who, "");
+        }
+        h
+    }
+
+    #[test]
+    fn equal_histories_have_equal_hashes_and_no_divergence() {
+        let a = history(&[("send", "a"), ("recv", "b")]);
+        let b = history(&[("send", "a"), ("recv", "b")]);
+        assert_eq!(a.hash(), b.hash());
+        assert_eq!(
+            diff(
+                &a.entries().cloned().collect::<Vec<_>>(),
+                &b.entries().cloned().collect::<Vec<_>>()
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn diff_names_the_first_divergent_event() {
+        let a: Vec<Entry> = history(&[("send", "a"), ("recv", "b"), ("ack", "a")])
+            .entries()
+            .cloned()
+            .collect();
+        let b: Vec<Entry> = history(&[("send", "a"), ("recv", "c")])
+            .entries()
+            .cloned()
+            .collect();
+        let d = diff(&a, &b).expect("they differ");
+        assert_eq!(d.index, 1);
+        assert_eq!(d.left.as_ref().map(|e| e.identity.as_str()), Some("b"));
+        assert_eq!(d.right.as_ref().map(|e| e.identity.as_str()), Some("c"));
+        assert!(
+            d.to_string().starts_with("first divergent event #1: #1 "),
+            "{d}"
+        );
+        let shorter: Vec<Entry> = a[..2].to_vec();
+        let d = diff(&a, &shorter).expect("one is longer");
+        assert_eq!((d.index, d.right), (2, None));
+    }
+
+    #[test]
+    fn field_boundaries_count_in_the_hash() {
+        let mut a = History::new();
+        a.record(Duration::ZERO, "ab", "c", "");
+        let mut b = History::new();
+        b.record(Duration::ZERO, "a", "bc", "");
+        assert_ne!(a.hash(), b.hash());
+    }
+}

@@ -1,0 +1,120 @@
+//! Deadlock canary: tasks waiting on each other are reported as a deadlock (not a hang), and a
+//! busy loop that never yields is reported inconclusive by the wall-clock watchdog.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use sim::{Class, Failure, Simulation};
+
+#[test]
+fn tasks_waiting_on_each_other_are_a_deadlock() {
+    let report = Simulation::new("deadlock_canary")
+        .seeds(0..4)
+        .confirm(1)
+        .run(|_ctx| async move {
+            let (to_b, from_a) = tokio::sync::oneshot::channel::<()>();
+            let (to_a, from_b) = tokio::sync::oneshot::channel::<()>();
+            let a = tokio::spawn(async move {
+                let _ = from_b.await;
+                let _ = to_b.send(());
+            });
+            let b = tokio::spawn(async move {
+                let _ = from_a.await;
+                let _ = to_a.send(());
+            });
+            let _ = tokio::join!(a, b);
+            Ok(())
+        });
+    assert_eq!(report.failures().count(), 4, "{report}");
+    for outcome in report.failures() {
+        let failure = outcome.failure.as_ref().expect("failure");
+        assert_eq!(failure.class, Class::Deadlock, "{failure}");
+        assert_eq!(failure.oracle.as_deref(), Some("horizon"));
+        assert_eq!(
+            failure.at(),
+            Some(Duration::from_secs(3600)),
+            "found at the horizon, in fake time"
+        );
+        // Both blocked tasks are named by where they were spawned.
+        assert_eq!(
+            failure.message.matches("tests/deadlock.rs").count(),
+            2,
+            "{}",
+            failure.message
+        );
+        assert!(
+            outcome.wall() < Duration::from_secs(10),
+            "fake time, not wall time"
+        );
+        let replays = outcome.replays.as_ref().expect("confirmed");
+        assert_eq!(replays.matched, replays.of);
+    }
+}
+
+#[test]
+fn a_long_timer_is_not_a_deadlock() {
+    let report = Simulation::new("long_timer")
+        .seeds(0..2)
+        .run(|ctx| async move {
+            tokio::time::sleep(Duration::from_secs(3 * 3600)).await;
+            ctx.record("woke", "sleeper", "");
+            Ok(())
+        });
+    // Nothing else runs for three hours, yet the run is not blocked forever: it is the horizon that
+    // decides, and a timer longer than the horizon is reported so the horizon can be raised.
+    assert_eq!(report.failures().count(), 2);
+    let report = Simulation::new("long_timer_with_horizon")
+        .seeds(0..2)
+        .horizon(Duration::from_secs(4 * 3600))
+        .run(|ctx| async move {
+            tokio::time::sleep(Duration::from_secs(3 * 3600)).await;
+            ctx.record("woke", "sleeper", "");
+            Ok(())
+        });
+    report.assert_passed();
+}
+
+#[test]
+fn a_pending_harness_event_beyond_the_horizon_is_not_a_deadlock() {
+    let report = Simulation::new("late_event")
+        .seeds(0..2)
+        .horizon(Duration::from_secs(60))
+        .run(|ctx| async move {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let tx = std::sync::Mutex::new(Some(tx));
+            ctx.driver().at(
+                Duration::from_secs(600),
+                sim::Event::new("wake", "sleeper").action(move || {
+                    if let Some(tx) = tx.lock().unwrap().take() {
+                        let _ = tx.send(());
+                    }
+                }),
+            );
+            rx.await
+                .map_err(|_| Failure::correctness("wake", "sender dropped"))?;
+            Ok(())
+        });
+    report.assert_passed();
+}
+
+static RELEASE: AtomicBool = AtomicBool::new(false);
+
+#[test]
+fn a_busy_loop_is_inconclusive() {
+    let report = Simulation::new("busy_loop")
+        .seeds(0..1)
+        .confirm(0)
+        .watchdog(Duration::from_millis(500))
+        .run(|_ctx| async move {
+            // Never yields to the runtime: no timer, no task, no harness event can run.
+            while !RELEASE.load(Ordering::Relaxed) {
+                std::hint::spin_loop();
+            }
+            Ok(())
+        });
+    RELEASE.store(true, Ordering::Relaxed);
+    let outcome = report.first_failure().expect("the busy loop is reported");
+    let failure = outcome.failure.as_ref().expect("failure");
+    assert_eq!(failure.class, Class::Inconclusive, "{failure}");
+    assert_eq!(failure.oracle.as_deref(), Some("watchdog"));
+}
