@@ -5,17 +5,20 @@
 //! task. The semantics:
 //!
 //! - **Due times.** An event is scheduled at a fake time ([`Driver::at`]) or after a delay
-//!   ([`Driver::after`]). Each event gets a distinct seeded extra delay below
-//!   [`Driver::TIE_SPREAD`] (1 µs; 1 ms in explore mode), so events asked for the same instant run
-//!   in an order the seed decides, never in an order an implementation detail decides.
+//!   ([`Driver::after`]). Each event is moved earlier by a distinct seeded offset below
+//!   [`Driver::TIE_SPREAD`] (1 µs; 1 ms in explore mode), never before "now", so events asked for
+//!   the same instant run in an order the seed decides, never in an order an implementation detail
+//!   decides. (Earlier, not later: tokio's timers fire on 1 ms ticks, and an event pushed past a
+//!   tick would fire a whole millisecond late.)
 //! - **Ties.** Events whose due times are still equal are sorted canonically (kind, identity,
 //!   scheduling order) and then picked one by one by the seed.
 //! - **Quiescence.** The driver sleeps on tokio's paused clock until the next due time. Paused
 //!   time only auto-advances when every task is idle, so an event fires only once the system has
 //!   done everything it could do before it. tokio's timer wheel has a 1 ms resolution: events due
 //!   within one millisecond fire in one pass, in due order.
-//! - **History.** Each event is recorded in the run's history (kind, identity, detail) at its due
-//!   time before its action runs.
+//! - **History.** Each event is recorded in the run's history (kind, identity, detail) at the fake
+//!   time it fires, before its action runs — unless it is [`Event::unrecorded`], for events whose
+//!   action records a fuller account itself (network deliveries).
 //!
 //! The queue holds at most [`Driver::PENDING_MAX`] events; scheduling more is a runaway schedule
 //! and panics (class *panic*) naming the bound.
@@ -41,6 +44,7 @@ pub struct Event {
     identity: String,
     detail: String,
     action: Option<Action>,
+    recorded: bool,
 }
 
 impl fmt::Debug for Event {
@@ -62,7 +66,14 @@ impl Event {
             identity: identity.into(),
             detail: String::new(),
             action: None,
+            recorded: true,
         }
+    }
+
+    /// Leaves the event out of the history: its action records what happened itself.
+    pub fn unrecorded(mut self) -> Event {
+        self.recorded = false;
+        self
     }
 
     /// Adds a detail recorded with the event.
@@ -163,7 +174,8 @@ impl Driver {
     /// # Panics
     /// If the queue already holds [`Driver::PENDING_MAX`] events.
     pub fn at(&self, at: Duration, event: Event) -> EventId {
-        let at = at.max(self.elapsed());
+        let now = self.elapsed();
+        let at = at.max(now);
         let mut queue = self.queue();
         assert!(
             queue.pending.len() < Self::PENDING_MAX,
@@ -172,9 +184,11 @@ impl Driver {
         );
         let spread = queue.tie_spread_nanos;
         let extra = queue.ties.below(spread.max(1));
+        let now_nanos = u64::try_from(now.as_nanos()).unwrap_or(u64::MAX);
         let due_nanos = u64::try_from(at.as_nanos())
             .unwrap_or(u64::MAX)
-            .saturating_add(extra);
+            .saturating_sub(extra)
+            .max(now_nanos);
         let seq = queue.next_seq;
         queue.next_seq += 1;
         let key = Key { due_nanos, seq };
@@ -203,6 +217,13 @@ impl Driver {
             }
             None => false,
         }
+    }
+
+    /// Drops every pending event (the run is over).
+    pub(crate) fn clear(&self) {
+        let mut queue = self.queue();
+        queue.pending.clear();
+        queue.events.clear();
     }
 
     /// Events waiting to fire.
@@ -279,13 +300,15 @@ impl Driver {
                 }
             }
             let now_nanos = u64::try_from(self.elapsed().as_nanos()).unwrap_or(u64::MAX);
-            for (due_nanos, event) in self.take_due(now_nanos) {
-                self.inner.recorder.record_at(
-                    Duration::from_nanos(due_nanos),
-                    &event.kind,
-                    &event.identity,
-                    &event.detail,
-                );
+            for (_due, event) in self.take_due(now_nanos) {
+                if event.recorded {
+                    self.inner.recorder.record_at(
+                        self.elapsed(),
+                        &event.kind,
+                        &event.identity,
+                        &event.detail,
+                    );
+                }
                 if let Some(action) = event.action {
                     action();
                 }

@@ -16,6 +16,7 @@
 //! | [`runtime`] | the run's thread and runtime; [`runtime::interpose`] (libc interposition) |
 //! | [`driver`] | the harness event queue |
 //! | [`history`] | the event log, its chained hash, and the diff of two histories |
+//! | [`net`] | the simulated TCP network: hosts, names, links, streams, faults, adapters |
 //! | [`report`] | failure classes, identity, replay lines, traces, JSON summaries |
 //! | [`trace`] | the run's `tracing` subscriber on fake time |
 //! | [`run`] | [`Simulation`] and the per-run [`Ctx`] |
@@ -31,6 +32,7 @@
 
 pub mod driver;
 pub mod history;
+pub mod net;
 pub mod report;
 pub mod run;
 pub mod runtime;

@@ -479,6 +479,8 @@ struct Shared {
     failure: Mutex<Option<Failure>>,
     stop: tokio::sync::Notify,
     epoch: std::time::SystemTime,
+    net: std::sync::OnceLock<crate::net::Network>,
+    net_config: Mutex<Option<crate::net::NetConfig>>,
 }
 
 /// The handle a run's body gets: the seed's streams, the swarm, the driver, the history.
@@ -603,6 +605,41 @@ impl Ctx {
     /// A copy of the history so far.
     pub fn history(&self) -> history::History {
         self.shared.recorder.snapshot()
+    }
+
+    pub(crate) fn recorder(&self) -> Arc<Recorder> {
+        Arc::clone(&self.shared.recorder)
+    }
+
+    /// The run's simulated network, made on first use with links drawn from
+    /// [`crate::net::NetConfig::from_swarm`] (or the config given to [`Ctx::set_net_config`]).
+    pub fn net(&self) -> &crate::net::Network {
+        self.shared.net.get_or_init(|| {
+            let config = self
+                .shared
+                .net_config
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take();
+            let config = config.unwrap_or_else(|| crate::net::NetConfig::from_swarm(self.swarm()));
+            crate::net::Network::new(self, config)
+        })
+    }
+
+    /// Chooses the network's link parameters instead of drawing them from the swarm.
+    ///
+    /// # Panics
+    /// If the network was already made ([`Ctx::net`] was called).
+    pub fn set_net_config(&self, config: crate::net::NetConfig) {
+        assert!(
+            self.shared.net.get().is_none(),
+            "Ctx::set_net_config: the run's network already exists; configure it before the first Ctx::net()"
+        );
+        *self
+            .shared
+            .net_config
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(config);
     }
 }
 
@@ -786,6 +823,8 @@ fn run_on_this_thread(spec: RunSpec, body: Arc<Body>) -> RunResult {
                         failure: Mutex::new(None),
                         stop: tokio::sync::Notify::new(),
                         epoch: sim_ref.epoch(),
+                        net: std::sync::OnceLock::new(),
+                        net_config: Mutex::new(None),
                     });
                     *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::clone(&shared));
                     let ctx = Ctx {
@@ -807,7 +846,11 @@ fn run_on_this_thread(spec: RunSpec, body: Arc<Body>) -> RunResult {
                         result = root => Ending::Returned(result),
                         () = tokio::time::sleep(spec2.time_limit) => Ending::TimeLimit,
                     };
-                    (ending, ctx.elapsed())
+                    let elapsed = ctx.elapsed();
+                    // Pending events may hold the network (and the network the driver): drop
+                    // them so nothing of this run outlives it.
+                    shared.driver.clear();
+                    (ending, elapsed)
                 })
             }));
             thread_sim.freeze();

@@ -82,3 +82,34 @@ fn randomness_from_an_os_thread_is_reported_as_replay_diverged() {
         );
     }
 }
+
+/// The same negative control across processes: each fresh process draws other OS randomness.
+#[test]
+fn randomness_from_an_os_thread_diverges_across_processes() {
+    let report = Simulation::new("os_thread_leak_processes")
+        .seeds(0..2)
+        .repeat_processes(1)
+        .confirm(0)
+        .run(|ctx| async move {
+            let leaked: u64 = std::thread::spawn(rand::random::<u64>)
+                .join()
+                .map_err(|_| Failure::correctness("leak", "thread panicked"))?;
+            ctx.record("draw", "os-thread", leaked.to_string());
+            Ok(())
+        });
+    assert_eq!(report.failures().count(), report.outcomes.len(), "{report}");
+    for outcome in report.failures() {
+        let failure = outcome
+            .failure
+            .as_ref()
+            .expect("a failed outcome has a failure");
+        assert_eq!(failure.class, Class::ReplayDiverged);
+        assert!(
+            failure
+                .message
+                .starts_with("fresh process 0: first divergent event #0"),
+            "{}",
+            failure.message
+        );
+    }
+}

@@ -1,0 +1,857 @@
+//! Faults and scripted controls: typed values that change what the network does, each recorded in
+//! the history when installed and when released.
+//!
+//! Only what TCP itself can produce: bytes are held (clogs, partitions, holds) and delivered in
+//! order once released, never lost while the stream goes on; a connection can be reset, or go
+//! silent for good (a dead machine, a black-holed path) so the peers learn of it only from their
+//! own timeouts; dials can be refused or black-holed; a listener can stop accepting; a reader can
+//! be throttled or get short reads; a write can be cut short by a reset. Never duplication,
+//! reordering or corruption.
+//!
+//! Install a control with [`super::Network::install`] (it lasts until the returned
+//! [`ControlGuard`] is dropped or released: the hold-until form), or schedule it at fake times with
+//! [`super::Network::at`] and [`Scheduled::until`]. Decisions are keyed on identity — host names,
+//! connection ids, ports, listener addresses — never on how many times something was called.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::state::{self, ConnId, HostMode, State};
+use super::{ConnInfo, Network};
+
+pub(crate) type RuleId = u64;
+
+/// Which connections a control applies to.
+#[derive(Clone)]
+pub enum ConnSel {
+    /// Every connection.
+    Any,
+    /// One connection, by id ([`ConnInfo::id`]).
+    Id(u64),
+    /// Connections between two hosts, in either direction of dialing.
+    Between(String, String),
+    /// Connections dialed by this host.
+    From(String),
+    /// Connections to this host.
+    To(String),
+    /// Connections to this server port.
+    Port(u16),
+    /// Connections for which the predicate holds.
+    Where(Arc<dyn Fn(&ConnInfo) -> bool + Send + Sync>),
+}
+
+impl fmt::Debug for ConnSel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.describe())
+    }
+}
+
+impl ConnSel {
+    /// Connections for which `predicate` holds.
+    pub fn matching(predicate: impl Fn(&ConnInfo) -> bool + Send + Sync + 'static) -> ConnSel {
+        ConnSel::Where(Arc::new(predicate))
+    }
+
+    /// Whether `info` is selected.
+    pub fn matches(&self, info: &ConnInfo) -> bool {
+        match self {
+            ConnSel::Any => true,
+            ConnSel::Id(id) => info.id == *id,
+            ConnSel::Between(a, b) => {
+                (info.client_host == *a && info.server_host == *b)
+                    || (info.client_host == *b && info.server_host == *a)
+            }
+            ConnSel::From(h) => info.client_host == *h,
+            ConnSel::To(h) => info.server_host == *h,
+            ConnSel::Port(p) => info.server.port() == *p,
+            ConnSel::Where(f) => f(info),
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            ConnSel::Any => "any connection".to_string(),
+            ConnSel::Id(id) => format!("conn#{id}"),
+            ConnSel::Between(a, b) => format!("connections between {a} and {b}"),
+            ConnSel::From(h) => format!("connections from {h}"),
+            ConnSel::To(h) => format!("connections to {h}"),
+            ConnSel::Port(p) => format!("connections to port {p}"),
+            ConnSel::Where(_) => "connections matching a predicate".to_string(),
+        }
+    }
+}
+
+/// A direction of a connection.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Direction {
+    /// From the client (the dialer) to the server: requests.
+    ToServer,
+    /// From the server to the client: responses.
+    ToClient,
+    /// Both directions.
+    Both,
+}
+
+impl Direction {
+    fn includes(self, from: usize) -> bool {
+        match self {
+            Direction::ToServer => from == 0,
+            Direction::ToClient => from == 1,
+            Direction::Both => true,
+        }
+    }
+}
+
+/// Which end of a connection.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Side {
+    /// The end that dialed.
+    Client,
+    /// The end that accepted.
+    Server,
+}
+
+impl Side {
+    fn index(self) -> usize {
+        match self {
+            Side::Client => 0,
+            Side::Server => 1,
+        }
+    }
+}
+
+/// An installed rule, consulted by the state machine.
+pub(crate) enum Rule {
+    /// Segments from hosts in `from` to hosts in `to` wait (both lists of names; empty = any).
+    Clog {
+        from: Vec<String>,
+        to: Vec<String>,
+        except: Vec<String>,
+    },
+    /// Segments of selected connections wait, in the given direction.
+    Hold { conn: ConnSel, direction: Direction },
+    /// Only the first `bytes` of the direction are delivered; the rest waits.
+    HoldAfter {
+        conn: ConnSel,
+        direction: Direction,
+        bytes: u64,
+    },
+    /// New dials to the target are refused (`ECONNREFUSED`).
+    Refuse { target: String },
+    /// New dials to the target get no answer (SYNs vanish; `ETIMEDOUT` after the retries).
+    Blackhole { target: String },
+    /// `accept` on this listener does not return (the kernel still queues up to the backlog).
+    Pause { addr: SocketAddr },
+    /// Reads at this side return at most `bytes` per `every`.
+    Throttle {
+        conn: ConnSel,
+        side: Side,
+        bytes: usize,
+        every: Duration,
+    },
+    /// Reads at this side return at most `bytes` per call.
+    ShortReads {
+        conn: ConnSel,
+        side: Side,
+        bytes: usize,
+    },
+}
+
+fn host_in(list: &[String], host: &str) -> bool {
+    list.is_empty() || list.iter().any(|h| h == host)
+}
+
+/// Whether pipe `from` of `conn` is held by a clog or a hold.
+pub(crate) fn held(st: &State, conn: ConnId, from: usize) -> bool {
+    let Some(c) = st.conns.get(&conn) else {
+        return false;
+    };
+    let (src, dst) = (&c.hosts[from], &c.hosts[1 - from]);
+    // A silent connection or host holds its bytes for good: the writer's bound fills and it
+    // blocks, as with a peer that never acknowledges.
+    if c.silent || st.host_mode(src) == HostMode::Silent || st.host_mode(dst) == HostMode::Silent {
+        return true;
+    }
+    let info = c.info();
+    st.rules.values().any(|rule| match rule {
+        Rule::Clog {
+            from: f,
+            to: t,
+            except,
+        } => {
+            src != dst
+                && host_in(f, src)
+                && host_in(t, dst)
+                && !except.contains(src)
+                && !except.contains(dst)
+        }
+        Rule::Hold { conn, direction } => direction.includes(from) && conn.matches(&info),
+        _ => false,
+    })
+}
+
+/// Whether a handshake segment from one host to another is held by a clog (it is then lost and
+/// retried, as a SYN would be).
+pub(crate) fn link_clogged(st: &State, src: &str, dst: &str) -> bool {
+    st.rules.values().any(|rule| match rule {
+        Rule::Clog { from, to, except } => {
+            src != dst
+                && host_in(from, src)
+                && host_in(to, dst)
+                && !except.iter().any(|h| h == src || h == dst)
+        }
+        _ => false,
+    })
+}
+
+/// How many more bytes pipe `from` may deliver under hold-after-bytes controls.
+pub(crate) fn hold_allowance(st: &State, conn: ConnId, from: usize) -> Option<u64> {
+    let c = st.conns.get(&conn)?;
+    let info = c.info();
+    st.rules
+        .values()
+        .filter_map(|rule| match rule {
+            Rule::HoldAfter {
+                conn,
+                direction,
+                bytes,
+            } if direction.includes(from) && conn.matches(&info) => {
+                Some(bytes.saturating_sub(c.pipes[from].delivered_bytes))
+            }
+            _ => None,
+        })
+        .min()
+}
+
+pub(crate) fn dial_verdict(st: &State, names: &[String]) -> Option<bool> {
+    st.rules.values().find_map(|rule| match rule {
+        Rule::Refuse { target } if names.iter().any(|n| n == target) => Some(true),
+        Rule::Blackhole { target } if names.iter().any(|n| n == target) => Some(false),
+        _ => None,
+    })
+}
+
+pub(crate) fn listener_paused(st: &State, addr: SocketAddr) -> bool {
+    st.rules
+        .values()
+        .any(|rule| matches!(rule, Rule::Pause { addr: a } if *a == addr))
+}
+
+/// The read limit for end `side` of a connection: `(max bytes, throttle interval)`.
+pub(crate) fn read_limit(
+    st: &State,
+    conn: ConnId,
+    side: usize,
+) -> (Option<usize>, Option<Duration>) {
+    let Some(c) = st.conns.get(&conn) else {
+        return (None, None);
+    };
+    let info = c.info();
+    let mut max: Option<usize> = None;
+    let mut every: Option<Duration> = None;
+    for rule in st.rules.values() {
+        match rule {
+            Rule::ShortReads {
+                conn,
+                side: s,
+                bytes,
+            } if s.index() == side && conn.matches(&info) => {
+                max = Some(max.map_or(*bytes, |m| m.min(*bytes)));
+            }
+            Rule::Throttle {
+                conn,
+                side: s,
+                bytes,
+                every: e,
+            } if s.index() == side && conn.matches(&info) => {
+                max = Some(max.map_or(*bytes, |m| m.min(*bytes)));
+                every = Some(every.map_or(*e, |x| x.max(*e)));
+            }
+            _ => {}
+        }
+    }
+    (max, every)
+}
+
+/// Undoes an installed control.
+pub type Undo = Box<dyn FnOnce(&Network) + Send>;
+
+/// A fault or scripted control: a value that changes the network while installed.
+///
+/// Implementations install rules with the crate's own primitives; any closure
+/// `Fn(&Network) -> Undo` is a control too.
+pub trait Control: Send + Sync + 'static {
+    /// What it does, for the history (`"partition [a] | [b]"`).
+    fn describe(&self) -> String;
+    /// Applies it; returns how to undo it.
+    fn install(&self, net: &Network) -> Undo;
+}
+
+impl<F> Control for F
+where
+    F: Fn(&Network) -> Undo + Send + Sync + 'static,
+{
+    fn describe(&self) -> String {
+        "custom control".to_string()
+    }
+    fn install(&self, net: &Network) -> Undo {
+        self(net)
+    }
+}
+
+fn add_rule(net: &Network, rule: Rule) -> Undo {
+    let id = {
+        let mut st = net.core.lock();
+        let id = st.next_id();
+        st.rules.insert(id, rule);
+        id
+    };
+    net.reschedule_all();
+    Box::new(move |net: &Network| {
+        net.core.lock().rules.remove(&id);
+        net.reschedule_all();
+    })
+}
+
+/// A one-way clog: segments from hosts `from` to hosts `to` wait (bytes queue, none are lost),
+/// and handshakes across it go unanswered (and are retried) until it is released.
+#[derive(Clone, Debug)]
+pub struct Clog {
+    from: Vec<String>,
+    to: Vec<String>,
+}
+
+impl Clog {
+    /// Clogs the link from one host to another.
+    pub fn link(from: impl Into<String>, to: impl Into<String>) -> Clog {
+        Clog {
+            from: vec![from.into()],
+            to: vec![to.into()],
+        }
+    }
+
+    /// Clogs everything a host sends.
+    pub fn outbound(host: impl Into<String>) -> Clog {
+        Clog {
+            from: vec![host.into()],
+            to: Vec::new(),
+        }
+    }
+
+    /// Clogs everything a host receives.
+    pub fn inbound(host: impl Into<String>) -> Clog {
+        Clog {
+            from: Vec::new(),
+            to: vec![host.into()],
+        }
+    }
+}
+
+impl Control for Clog {
+    fn describe(&self) -> String {
+        format!("clog {:?} -> {:?}", self.from, self.to)
+    }
+    fn install(&self, net: &Network) -> Undo {
+        add_rule(
+            net,
+            Rule::Clog {
+                from: self.from.clone(),
+                to: self.to.clone(),
+                except: Vec::new(),
+            },
+        )
+    }
+}
+
+/// A two-way partition: two sides that cannot reach each other; bytes between them queue.
+#[derive(Clone, Debug)]
+pub struct Partition {
+    a: Vec<String>,
+    b: Vec<String>,
+}
+
+impl Partition {
+    /// Partitions hosts `a` from hosts `b`.
+    pub fn between<S: AsRef<str>>(a: &[S], b: &[S]) -> Partition {
+        Partition {
+            a: a.iter().map(|s| s.as_ref().to_string()).collect(),
+            b: b.iter().map(|s| s.as_ref().to_string()).collect(),
+        }
+    }
+
+    /// Cuts one host off from every other host.
+    pub fn isolate(host: impl Into<String>) -> Partition {
+        Partition {
+            a: vec![host.into()],
+            b: Vec::new(),
+        }
+    }
+}
+
+impl Control for Partition {
+    fn describe(&self) -> String {
+        if self.b.is_empty() {
+            format!("partition: isolate {:?}", self.a)
+        } else {
+            format!("partition {:?} | {:?}", self.a, self.b)
+        }
+    }
+    fn install(&self, net: &Network) -> Undo {
+        let one = add_rule(
+            net,
+            Rule::Clog {
+                from: self.a.clone(),
+                to: self.b.clone(),
+                except: Vec::new(),
+            },
+        );
+        let two = add_rule(
+            net,
+            Rule::Clog {
+                from: self.b.clone(),
+                to: self.a.clone(),
+                except: Vec::new(),
+            },
+        );
+        Box::new(move |net| {
+            one(net);
+            two(net);
+        })
+    }
+}
+
+/// Holds one direction of the selected connections: bytes wait until released.
+#[derive(Clone, Debug)]
+pub struct Hold {
+    /// The connections.
+    pub conn: ConnSel,
+    /// The direction held.
+    pub direction: Direction,
+}
+
+impl Control for Hold {
+    fn describe(&self) -> String {
+        format!("hold {:?} of {}", self.direction, self.conn.describe())
+    }
+    fn install(&self, net: &Network) -> Undo {
+        add_rule(
+            net,
+            Rule::Hold {
+                conn: self.conn.clone(),
+                direction: self.direction,
+            },
+        )
+    }
+}
+
+/// Delivers the first `bytes` of a direction of the selected connections, then holds the rest:
+/// "the request was processed, the response was lost" (with [`Direction::ToClient`] and 0).
+#[derive(Clone, Debug)]
+pub struct HoldAfterBytes {
+    /// The connections.
+    pub conn: ConnSel,
+    /// The direction.
+    pub direction: Direction,
+    /// Bytes of the direction (counted from the connection's start) delivered before holding.
+    pub bytes: u64,
+}
+
+impl Control for HoldAfterBytes {
+    fn describe(&self) -> String {
+        format!(
+            "hold {:?} of {} after {} bytes",
+            self.direction,
+            self.conn.describe(),
+            self.bytes
+        )
+    }
+    fn install(&self, net: &Network) -> Undo {
+        add_rule(
+            net,
+            Rule::HoldAfter {
+                conn: self.conn.clone(),
+                direction: self.direction,
+                bytes: self.bytes,
+            },
+        )
+    }
+}
+
+/// Resets the selected connections (both ends see RST) when installed, and every selected
+/// connection established while installed.
+#[derive(Clone, Debug)]
+pub struct Reset {
+    /// The connections.
+    pub conn: ConnSel,
+}
+
+impl Control for Reset {
+    fn describe(&self) -> String {
+        format!("reset {}", self.conn.describe())
+    }
+    fn install(&self, net: &Network) -> Undo {
+        net.reset_where(&self.conn);
+        let sel = self.conn.clone();
+        net.add_on_established(Box::new(move |net, info| {
+            if sel.matches(info) {
+                net.reset_where(&ConnSel::Id(info.id));
+            }
+        }))
+    }
+}
+
+/// Makes the selected connections silent for good: nothing more is delivered either way, no FIN,
+/// no RST; each peer learns of it only from its own timeouts (a black-holed path). Applies to
+/// matching connections when installed and to those established while installed; releasing it
+/// does not revive a silenced connection (its bytes are gone).
+#[derive(Clone, Debug)]
+pub struct Silence {
+    /// The connections.
+    pub conn: ConnSel,
+}
+
+impl Control for Silence {
+    fn describe(&self) -> String {
+        format!("silence {}", self.conn.describe())
+    }
+    fn install(&self, net: &Network) -> Undo {
+        net.silence_where(&self.conn);
+        let sel = self.conn.clone();
+        net.add_on_established(Box::new(move |net, info| {
+            if sel.matches(info) {
+                net.silence_where(&ConnSel::Id(info.id));
+            }
+        }))
+    }
+}
+
+/// Refuses new dials to a target (a host or service name, or `name:port` / `ip:port`):
+/// `ECONNREFUSED`, as a closed port answers.
+#[derive(Clone, Debug)]
+pub struct RefuseDials {
+    /// The target as dialed.
+    pub target: String,
+}
+
+impl Control for RefuseDials {
+    fn describe(&self) -> String {
+        format!("refuse dials to {}", self.target)
+    }
+    fn install(&self, net: &Network) -> Undo {
+        add_rule(
+            net,
+            Rule::Refuse {
+                target: self.target.clone(),
+            },
+        )
+    }
+}
+
+/// Black-holes new dials to a target: SYNs vanish, the dialer retries (1 s, 3 s, 7 s, …) and gets
+/// `ETIMEDOUT` after its SYN retries (127 s with Linux's default of 6), unless it gives up first.
+#[derive(Clone, Debug)]
+pub struct BlackholeDials {
+    /// The target as dialed.
+    pub target: String,
+}
+
+impl Control for BlackholeDials {
+    fn describe(&self) -> String {
+        format!("black-hole dials to {}", self.target)
+    }
+    fn install(&self, net: &Network) -> Undo {
+        add_rule(
+            net,
+            Rule::Blackhole {
+                target: self.target.clone(),
+            },
+        )
+    }
+}
+
+/// Pauses a listener: `accept` does not return while installed (a stopped or overloaded process);
+/// the kernel still completes handshakes into the accept queue until it holds backlog + 1, then
+/// drops SYNs.
+#[derive(Clone, Debug)]
+pub struct PauseListener {
+    /// The listener's address.
+    pub addr: SocketAddr,
+}
+
+impl Control for PauseListener {
+    fn describe(&self) -> String {
+        format!("pause listener {}", self.addr)
+    }
+    fn install(&self, net: &Network) -> Undo {
+        let undo = add_rule(net, Rule::Pause { addr: self.addr });
+        Box::new(move |net| {
+            undo(net);
+            net.wake_listeners();
+        })
+    }
+}
+
+/// Throttles reads at one side of the selected connections: at most `bytes` per `every`
+/// (a slow consumer; the writer blocks once the send bound fills).
+#[derive(Clone, Debug)]
+pub struct ThrottleReader {
+    /// The connections.
+    pub conn: ConnSel,
+    /// The reading side.
+    pub side: Side,
+    /// Bytes per interval.
+    pub bytes: usize,
+    /// The interval.
+    pub every: Duration,
+}
+
+impl Control for ThrottleReader {
+    fn describe(&self) -> String {
+        format!(
+            "throttle {:?} reads of {} to {} bytes per {:?}",
+            self.side,
+            self.conn.describe(),
+            self.bytes,
+            self.every
+        )
+    }
+    fn install(&self, net: &Network) -> Undo {
+        add_rule(
+            net,
+            Rule::Throttle {
+                conn: self.conn.clone(),
+                side: self.side,
+                bytes: self.bytes.max(1),
+                every: self.every,
+            },
+        )
+    }
+}
+
+/// Short reads at one side of the selected connections: each read returns at most `bytes`.
+#[derive(Clone, Debug)]
+pub struct ShortReads {
+    /// The connections.
+    pub conn: ConnSel,
+    /// The reading side.
+    pub side: Side,
+    /// The most one read returns.
+    pub bytes: usize,
+}
+
+impl Control for ShortReads {
+    fn describe(&self) -> String {
+        format!(
+            "short reads of at most {} bytes at {:?} of {}",
+            self.bytes,
+            self.side,
+            self.conn.describe()
+        )
+    }
+    fn install(&self, net: &Network) -> Undo {
+        add_rule(
+            net,
+            Rule::ShortReads {
+                conn: self.conn.clone(),
+                side: self.side,
+                bytes: self.bytes.max(1),
+            },
+        )
+    }
+}
+
+/// A partial write followed by an error: the side's writes accept `bytes` more bytes (the write
+/// that crosses the limit returns a short count), then the connection is reset and the next write
+/// fails with `ECONNRESET`. Applies once, to the selected connections open when installed.
+#[derive(Clone, Debug)]
+pub struct PartialWrite {
+    /// The connections.
+    pub conn: ConnSel,
+    /// The writing side.
+    pub side: Side,
+    /// Bytes accepted before the reset.
+    pub bytes: usize,
+}
+
+impl Control for PartialWrite {
+    fn describe(&self) -> String {
+        format!(
+            "partial write: {:?} of {} resets after {} more bytes",
+            self.side,
+            self.conn.describe(),
+            self.bytes
+        )
+    }
+    fn install(&self, net: &Network) -> Undo {
+        let mut st = net.core.lock();
+        let ids: Vec<ConnId> = st
+            .conns
+            .values()
+            .filter(|c| self.conn.matches(&c.info()))
+            .map(|c| c.id)
+            .collect();
+        for id in ids {
+            if let Some(c) = st.conns.get_mut(&id) {
+                c.ends[self.side.index()].write_budget = Some(self.bytes);
+            }
+        }
+        Box::new(|_| {})
+    }
+}
+
+/// Makes a host's machine vanish: nothing reaches it and nothing leaves it, its connections go
+/// silent and dials to it go unanswered. Released, the host answers again (its old connections
+/// stay silent; their bytes are gone).
+#[derive(Clone, Debug)]
+pub struct SilentHost {
+    /// The host's name.
+    pub host: String,
+}
+
+impl Control for SilentHost {
+    fn describe(&self) -> String {
+        format!("silent host {}", self.host)
+    }
+    fn install(&self, net: &Network) -> Undo {
+        let host = self.host.clone();
+        {
+            let mut st = net.core.lock();
+            let ids: Vec<ConnId> = st
+                .conns
+                .values()
+                .filter(|c| c.hosts.contains(&host))
+                .map(|c| c.id)
+                .collect();
+            for id in ids {
+                if let Some(c) = st.conns.get_mut(&id) {
+                    c.silent = true;
+                }
+            }
+            if let Some(h) = st.hosts.get_mut(&host) {
+                h.mode = HostMode::Silent;
+            }
+        }
+        net.reschedule_all();
+        Box::new(move |net| {
+            if let Some(h) = net.core.lock().hosts.get_mut(&host) {
+                h.mode = HostMode::Up;
+            }
+        })
+    }
+}
+
+/// Routes a ClusterIP or headless service name to these backends while installed (the previous
+/// endpoints come back on release). Existing connections are not moved.
+#[derive(Clone, Debug)]
+pub struct Route {
+    /// The service name.
+    pub name: String,
+    /// The backends' host names.
+    pub backends: Vec<String>,
+}
+
+impl Control for Route {
+    fn describe(&self) -> String {
+        format!("route {} -> {:?}", self.name, self.backends)
+    }
+    fn install(&self, net: &Network) -> Undo {
+        let previous = net.endpoints(&self.name).unwrap_or_default();
+        let refs: Vec<&str> = self.backends.iter().map(String::as_str).collect();
+        net.set_endpoints(&self.name, &refs);
+        let name = self.name.clone();
+        Box::new(move |net| {
+            let refs: Vec<&str> = previous.iter().map(String::as_str).collect();
+            net.set_endpoints(&name, &refs);
+        })
+    }
+}
+
+/// An installed control; dropping it (or [`ControlGuard::release`]) undoes it, recorded in the
+/// history. [`ControlGuard::forever`] keeps it for the rest of the run.
+#[must_use = "the control is released when the guard is dropped; call .forever() to keep it"]
+pub struct ControlGuard {
+    net: Network,
+    label: String,
+    undo: Option<Undo>,
+}
+
+impl fmt::Debug for ControlGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ControlGuard")
+            .field("control", &self.label)
+            .finish()
+    }
+}
+
+impl ControlGuard {
+    pub(crate) fn new(net: Network, label: String, undo: Undo) -> ControlGuard {
+        ControlGuard {
+            net,
+            label,
+            undo: Some(undo),
+        }
+    }
+
+    /// Undoes the control now.
+    pub fn release(mut self) {
+        self.undo_now();
+    }
+
+    /// Keeps the control for the rest of the run.
+    pub fn forever(mut self) {
+        self.undo = None;
+    }
+
+    fn undo_now(&mut self) {
+        if let Some(undo) = self.undo.take() {
+            self.net
+                .core
+                .record("net.control.release", "network", &self.label);
+            undo(&self.net);
+        }
+    }
+}
+
+impl Drop for ControlGuard {
+    fn drop(&mut self) {
+        self.undo_now();
+    }
+}
+
+/// A control scheduled at a fake time with [`super::Network::at`]; [`Scheduled::until`] and
+/// [`Scheduled::lasting`] schedule its release.
+#[must_use = "call .until(t), .lasting(d) or .forever()"]
+pub struct Scheduled {
+    pub(crate) net: Network,
+    pub(crate) slot: Arc<std::sync::Mutex<Option<ControlGuard>>>,
+    pub(crate) at: Duration,
+}
+
+impl Scheduled {
+    /// Releases the control at fake time `t` since the run started.
+    pub fn until(self, t: Duration) {
+        let slot = Arc::clone(&self.slot);
+        self.net.core.driver.at(
+            t.max(self.at),
+            crate::Event::new("net.control.until", "network").action(move || {
+                let guard = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+                drop(guard);
+            }),
+        );
+    }
+
+    /// Releases the control `d` after it was installed.
+    pub fn lasting(self, d: Duration) {
+        let at = self.at;
+        self.until(at + d);
+    }
+
+    /// Keeps the control for the rest of the run once installed.
+    pub fn forever(self) {}
+}
+
+pub(crate) fn reset_conn(net: &Network, st: &mut State, id: ConnId) {
+    state::reset_both(&net.core, st, id);
+}

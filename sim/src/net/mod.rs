@@ -1,0 +1,429 @@
+//! The simulated network: hosts, names, links and TCP streams faithful to Linux loopback.
+//!
+//! Node code reaches the network only through its [`Host`]: `listen`, `dial`, `resolve`. The cut is
+//! at the byte stream — [`TcpStream`] implements tokio's `AsyncRead`/`AsyncWrite`, so real hyper,
+//! h2, tonic, rustls, kube and Kafka codecs run above it unchanged (adapters in [`adapters`]).
+//!
+//! **Links.** Each directed pair of hosts has a link drawn once per seed from the stream
+//! `net/link/<from>-><to>`: a latency in [`NetConfig::latency`] (the range includes zero), a jitter
+//! bound up to [`NetConfig::jitter_max`] (never reordering: a segment is never due before the one
+//! sent ahead of it), and a send bound in [`NetConfig::send_buffer`] — how many bytes a writer may
+//! have unread by its peer before writes block (Linux loopback accepted ≈ 3.8 MB). A host talking
+//! to itself has zero latency.
+//!
+//! **Deliveries are harness events.** Every segment (data, FIN, RST) is delivered by a
+//! [`crate::Driver`] event, recorded in the history as `net.delivered`. The network starts no
+//! tasks of its own.
+//!
+//! **TCP semantics** (measured on Linux 6.x loopback; `../shared/data/linux-tcp-loopback.txt`; each
+//! point pinned by the conformance suite, which runs one test body against this network and
+//! against real sockets):
+//! 1. after the peer's FIN our first write succeeds; once the closed peer answers with RST, writes
+//!    fail `EPIPE`; reads give EOF;
+//! 2. closing with unread data (or with `SO_LINGER` 0) sends RST: the peer reads what arrived,
+//!    then gets `ECONNRESET` once, then EOF; its writes fail `EPIPE` (a write that comes first gets
+//!    the `ECONNRESET`);
+//! 3. a dial completes into the accept queue before `accept`; the queue holds backlog + 1; beyond
+//!    that SYNs are dropped and retried after 1 s, 3 s, 7 s, … and the dial fails `ETIMEDOUT` after
+//!    its SYN retries (6 by default: 127 s);
+//! 4. no listener: `ECONNREFUSED`;
+//! 5. `shutdown(Write)`: the peer reads the data then EOF and can still write back; our writes fail
+//!    `EPIPE`;
+//! 6. `shutdown(Read)`: queued data, then EOF; data that arrives later is still readable;
+//! 7. dropping a listener resets its queued connections; new dials are refused;
+//! 8. an RST after the peer's FIN gives `EPIPE`/EOF, not `ECONNRESET`; the reset is reported once,
+//!    to whichever of read, write or `take_error` comes first; `peer_addr` then fails `ENOTCONN`;
+//! 9. `set_linger(Some(0))` then close sends RST;
+//! 10. a peer that never reads: writes are accepted up to the send bound, then block.
+//!
+//! Errors are `io::Error::from_raw_os_error(errno)`, so kinds, codes and messages match real
+//! sockets. Faults and scripted controls are in [`control`]; a swarm-drawn schedule of them is
+//! [`nemesis::Nemesis`].
+
+pub mod adapters;
+pub mod control;
+mod host;
+pub mod nemesis;
+mod state;
+mod tcp;
+
+use std::collections::BTreeMap;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+pub use control::{
+    BlackholeDials, Clog, ConnSel, Control, ControlGuard, Direction, Hold, HoldAfterBytes,
+    PartialWrite, Partition, PauseListener, RefuseDials, Reset, Route, Scheduled, ShortReads, Side,
+    Silence, SilentHost, ThrottleReader,
+};
+pub use host::{DialOptions, Host};
+pub use tcp::{
+    OwnedReadHalf, OwnedWriteHalf, ReadHalf, ReuniteError, TcpListener, TcpStream, WriteHalf,
+};
+
+use state::{Core, NameKind, State};
+
+/// The parameters links are drawn from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NetConfig {
+    /// One-way latency range of a link (inclusive).
+    pub latency: (Duration, Duration),
+    /// The largest jitter bound a link may draw (at most its latency).
+    pub jitter_max: Duration,
+    /// Send bound range of a link in bytes (inclusive): unread bytes a writer may have outstanding.
+    pub send_buffer: (usize, usize),
+    /// SYN retries before a dial fails `ETIMEDOUT` (Linux `tcp_syn_retries`, default 6).
+    pub syn_retries: u32,
+    /// The listen backlog when none is given (tokio's `TcpListener::bind` uses 1024).
+    pub backlog: usize,
+}
+
+impl NetConfig {
+    /// The largest send bound accepted.
+    pub const SEND_BUFFER_MAX: usize = 64 << 20;
+
+    /// Fixed links: every link has exactly this latency, no jitter, and Linux's send bound.
+    pub fn fixed(latency: Duration) -> NetConfig {
+        NetConfig {
+            latency: (latency, latency),
+            jitter_max: Duration::ZERO,
+            send_buffer: (LINUX_SEND_BOUND, LINUX_SEND_BOUND),
+            syn_retries: 6,
+            backlog: 1024,
+        }
+    }
+
+    /// Links drawn from the run's swarm: `net.latency_max` (0–20 ms), `net.jitter_max` (0–5 ms)
+    /// and `net.send_buffer_min` (64 KiB–4 MiB; links draw between it and 4 MiB).
+    pub fn from_swarm(swarm: &crate::Swarm) -> NetConfig {
+        let latency_max = swarm.duration(
+            "net.latency_max",
+            Duration::ZERO..=Duration::from_millis(20),
+        );
+        let jitter_max =
+            swarm.duration("net.jitter_max", Duration::ZERO..=Duration::from_millis(5));
+        let send_min = swarm.int("net.send_buffer_min", 64 << 10..=4 << 20) as usize;
+        NetConfig {
+            latency: (Duration::ZERO, latency_max),
+            jitter_max,
+            send_buffer: (send_min, 4 << 20),
+            syn_retries: 6,
+            backlog: 1024,
+        }
+    }
+}
+
+/// What a writer to a never-reading peer got accepted on Linux loopback before blocking.
+pub const LINUX_SEND_BOUND: usize = 3_910_656;
+
+/// One directed link's drawn parameters.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct LinkConfig {
+    /// One-way latency.
+    pub latency: Duration,
+    /// Jitter bound added per segment (order is kept).
+    pub jitter: Duration,
+    /// Send bound in bytes.
+    pub send_buffer: usize,
+}
+
+/// The identity of a connection, for selectors and oracles.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConnInfo {
+    /// Unique within the run, in order of dialing.
+    pub id: u64,
+    /// The dialer's address.
+    pub client: SocketAddr,
+    /// The listener's address.
+    pub server: SocketAddr,
+    /// The dialer's host name.
+    pub client_host: String,
+    /// The listener's host name.
+    pub server_host: String,
+}
+
+type EstablishedHook = Box<dyn Fn(&Network, &ConnInfo) + Send + Sync>;
+
+/// The run's simulated network. Cheap to clone; get it with [`crate::Ctx::net`].
+#[derive(Clone)]
+pub struct Network {
+    pub(crate) core: Arc<Core>,
+    hooks: Arc<Mutex<BTreeMap<u64, EstablishedHook>>>,
+}
+
+impl std::fmt::Debug for Network {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Network").finish_non_exhaustive()
+    }
+}
+
+impl Network {
+    /// A network for the run of `ctx` with links drawn from `config`. [`crate::Ctx::net`] gives
+    /// the run's own network (from [`NetConfig::from_swarm`] unless
+    /// [`crate::Ctx::set_net_config`] chose another before first use).
+    pub(crate) fn new(ctx: &crate::Ctx, config: NetConfig) -> Network {
+        let tree = crate::seed::Tree::new(ctx.seed());
+        let state = State {
+            hosts: BTreeMap::new(),
+            by_addr: BTreeMap::new(),
+            names: BTreeMap::new(),
+            listeners: BTreeMap::new(),
+            listening: BTreeMap::new(),
+            conns: BTreeMap::new(),
+            dials: BTreeMap::new(),
+            links: BTreeMap::new(),
+            rules: BTreeMap::new(),
+            next_id: 0,
+            next_host: 1,
+            next_vip: 0,
+            draws: ctx.source("net/jitter"),
+            config,
+            tree,
+            routes: BTreeMap::new(),
+        };
+        Network {
+            core: Arc::new(Core {
+                state: Mutex::new(state),
+                driver: ctx.driver().clone(),
+                recorder: ctx.recorder(),
+                tree: crate::seed::Tree::new(ctx.seed()),
+            }),
+            hooks: Arc::new(Mutex::new(BTreeMap::new())),
+        }
+    }
+
+    /// The host named `name`, created on first use with the next address in 10.0.0.0/16. Its
+    /// name resolves to its address.
+    pub fn host(&self, name: &str) -> Host {
+        let addr = self.core.lock().host_addr(name);
+        Host::new(self.clone(), name.to_string(), addr)
+    }
+
+    /// Declares a ClusterIP service: `name` resolves to one virtual address, and each new
+    /// connection to it goes to one backend, chosen by the seed (Kubernetes' kube-proxy picks at
+    /// random per connection). Backends are host names; they may change later
+    /// ([`Network::set_endpoints`], or the [`Route`] control).
+    pub fn cluster_ip(&self, name: &str, backends: &[&str]) -> IpAddr {
+        let mut st = self.core.lock();
+        if let Some(NameKind::ClusterIp { vip, .. }) = st.names.get(name) {
+            let vip = *vip;
+            st.names.insert(
+                name.to_string(),
+                NameKind::ClusterIp {
+                    vip,
+                    backends: backends.iter().map(|s| s.to_string()).collect(),
+                },
+            );
+            return vip;
+        }
+        let vip = st.new_vip();
+        st.names.insert(
+            name.to_string(),
+            NameKind::ClusterIp {
+                vip,
+                backends: backends.iter().map(|s| s.to_string()).collect(),
+            },
+        );
+        st.by_addr.insert(vip, name.to_string());
+        vip
+    }
+
+    /// Declares a headless service: `name` resolves to every backend's address.
+    pub fn headless(&self, name: &str, backends: &[&str]) {
+        self.core.lock().names.insert(
+            name.to_string(),
+            NameKind::Headless {
+                backends: backends.iter().map(|s| s.to_string()).collect(),
+            },
+        );
+    }
+
+    /// Replaces the backends of a service name (existing connections stay where they are).
+    pub fn set_endpoints(&self, name: &str, backends: &[&str]) {
+        let mut st = self.core.lock();
+        let list: Vec<String> = backends.iter().map(|s| s.to_string()).collect();
+        match st.names.get_mut(name) {
+            Some(NameKind::ClusterIp { backends, .. }) | Some(NameKind::Headless { backends }) => {
+                *backends = list.clone()
+            }
+            _ => {
+                drop(st);
+                self.cluster_ip(name, backends);
+                return;
+            }
+        }
+        drop(st);
+        self.core.record("net.endpoints", name, list.join(","));
+    }
+
+    /// The backends of a service name, if it is one.
+    pub fn endpoints(&self, name: &str) -> Option<Vec<String>> {
+        match self.core.lock().names.get(name) {
+            Some(NameKind::ClusterIp { backends, .. }) | Some(NameKind::Headless { backends }) => {
+                Some(backends.clone())
+            }
+            _ => None,
+        }
+    }
+
+    /// Resolves a name: a host's address, a ClusterIP service's virtual address, or every address
+    /// of a headless service (in endpoint order). An IP literal resolves to itself.
+    ///
+    /// # Errors
+    /// An unknown name fails as `getaddrinfo` does: `failed to lookup address information: Name
+    /// or service not known` (`ErrorKind::Other`; std reports its own kind as `Uncategorized`).
+    pub fn resolve(&self, name: &str) -> io::Result<Vec<IpAddr>> {
+        if let Ok(ip) = name.parse::<IpAddr>() {
+            return Ok(vec![ip]);
+        }
+        let st = self.core.lock();
+        match st.names.get(name) {
+            Some(NameKind::Host(addr)) => Ok(vec![*addr]),
+            Some(NameKind::ClusterIp { vip, .. }) => Ok(vec![*vip]),
+            Some(NameKind::Headless { backends }) => Ok(backends
+                .iter()
+                .filter_map(|b| st.hosts.get(b).map(|h| h.addr))
+                .collect()),
+            None => Err(io::Error::other(
+                "failed to lookup address information: Name or service not known",
+            )),
+        }
+    }
+
+    /// The drawn parameters of the link from one host to another.
+    pub fn link(&self, from: &str, to: &str) -> LinkConfig {
+        self.core.lock().link(from, to)
+    }
+
+    /// Every open connection's identity, in order of dialing.
+    pub fn connections(&self) -> Vec<ConnInfo> {
+        self.core
+            .lock()
+            .conns
+            .values()
+            .filter(|c| c.established)
+            .map(|c| c.info())
+            .collect()
+    }
+
+    /// Installs a control until the returned guard is dropped or released; recorded in the
+    /// history.
+    pub fn install(&self, control: impl Control) -> ControlGuard {
+        let label = control.describe();
+        self.core.record("net.control", "network", &label);
+        let undo = control.install(self);
+        ControlGuard::new(self.clone(), label, undo)
+    }
+
+    /// Schedules a control at fake time `at` since the run started; say when it ends with
+    /// [`Scheduled::until`] or [`Scheduled::lasting`] (or keep it with [`Scheduled::forever`]).
+    pub fn at(&self, at: Duration, control: impl Control) -> Scheduled {
+        let slot: Arc<Mutex<Option<ControlGuard>>> = Arc::new(Mutex::new(None));
+        let (net, slot2) = (self.clone(), Arc::clone(&slot));
+        let label = control.describe();
+        self.core.driver.at(
+            at,
+            crate::Event::new("net.control.at", "network")
+                .detail(label)
+                .action(move || {
+                    let guard = net.install(control);
+                    *slot2.lock().unwrap_or_else(|p| p.into_inner()) = Some(guard);
+                }),
+        );
+        Scheduled {
+            net: self.clone(),
+            slot,
+            at,
+        }
+    }
+
+    /// Resets every connection `sel` selects (both ends see RST now).
+    pub fn reset_where(&self, sel: &ConnSel) {
+        let mut st = self.core.lock();
+        let ids: Vec<u64> = st
+            .conns
+            .values()
+            .filter(|c| sel.matches(&c.info()))
+            .map(|c| c.id)
+            .collect();
+        for id in ids {
+            self.core.record("net.reset", &format!("conn#{id}"), "");
+            control::reset_conn(self, &mut st, id);
+        }
+    }
+
+    /// Silences every connection `sel` selects, for good (see [`Silence`]).
+    pub fn silence_where(&self, sel: &ConnSel) {
+        let mut st = self.core.lock();
+        let ids: Vec<u64> = st
+            .conns
+            .values()
+            .filter(|c| sel.matches(&c.info()))
+            .map(|c| c.id)
+            .collect();
+        for id in ids {
+            if let Some(c) = st.conns.get_mut(&id) {
+                c.silent = true;
+            }
+            self.core.record("net.silence", &format!("conn#{id}"), "");
+        }
+    }
+
+    pub(crate) fn add_on_established(&self, hook: EstablishedHook) -> control::Undo {
+        let id = self.core.lock().next_id();
+        self.hooks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id, hook);
+        Box::new(move |net: &Network| {
+            net.hooks
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&id);
+        })
+    }
+
+    pub(crate) fn run_established_hooks(&self, info: &ConnInfo) {
+        let hooks = self.hooks.lock().unwrap_or_else(|p| p.into_inner());
+        for hook in hooks.values() {
+            hook(self, info);
+        }
+    }
+
+    /// After a rule changed: (re)schedule every pipe with queued segments.
+    pub(crate) fn reschedule_all(&self) {
+        let mut st = self.core.lock();
+        let work: Vec<(u64, usize)> = st
+            .conns
+            .values()
+            .flat_map(|c| {
+                (0..2)
+                    .filter(|&i| !c.pipes[i].queue.is_empty())
+                    .map(move |i| (c.id, i))
+            })
+            .collect();
+        for (id, from) in work {
+            // A held pipe keeps no event; a released one may have had its segments overdue.
+            let now = self.core.now();
+            if let Some(c) = st.conns.get_mut(&id) {
+                for seg in c.pipes[from].queue.iter_mut() {
+                    if seg.due < now {
+                        seg.due = now;
+                    }
+                }
+            }
+            state::schedule_pipe(&self.core, &mut st, id, from);
+        }
+    }
+
+    pub(crate) fn wake_listeners(&self) {
+        let mut st = self.core.lock();
+        for l in st.listeners.values_mut() {
+            if let Some(w) = l.waker.take() {
+                w.wake();
+            }
+        }
+    }
+}

@@ -1,0 +1,551 @@
+//! The network's state machine: hosts, names, listeners, connections, and the delivery of
+//! segments as driver events. Everything here runs under the network's one mutex, on the run's
+//! thread; nothing here starts a task.
+//!
+//! A connection has two *ends* (0 = the client that dialed, 1 = the server side) and two *pipes*
+//! (`pipes[i]` carries what end `i` sends to end `1 - i`). A pipe holds the segments sent but not
+//! yet delivered (data, FIN, RST, in order) and the receive buffer of the other end. One driver
+//! event at a time delivers a pipe's due segments; the next is scheduled from the queue's head.
+//! Linux loopback semantics (see `../shared/data/linux-tcp-loopback.txt` and the conformance
+//! suite) decide what each end observes.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::Waker;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use super::control::{Rule, RuleId};
+use super::{ConnInfo, LinkConfig, NetConfig};
+use crate::driver::{Driver, Event, EventId};
+use crate::seed::{Source, Tree};
+
+pub(crate) type ConnId = u64;
+pub(crate) type ListenerId = u64;
+pub(crate) type DialId = u64;
+
+/// `errno` values used, with their Linux numbers.
+pub(crate) mod errno {
+    pub const EPIPE: i32 = 32;
+    pub const EADDRINUSE: i32 = 98;
+    pub const EADDRNOTAVAIL: i32 = 99;
+    pub const ENETUNREACH: i32 = 101;
+    pub const ECONNRESET: i32 = 104;
+    pub const ENOTCONN: i32 = 107;
+    pub const ETIMEDOUT: i32 = 110;
+    pub const ECONNREFUSED: i32 = 111;
+}
+
+pub(crate) fn os_error(code: i32) -> io::Error {
+    io::Error::from_raw_os_error(code)
+}
+
+/// How a host is doing.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum HostMode {
+    /// Up.
+    Up,
+    /// Its machine is gone: nothing reaches it, nothing leaves it, nothing answers.
+    Silent,
+}
+
+pub(crate) struct HostState {
+    pub addr: IpAddr,
+    pub mode: HostMode,
+    pub next_port: u16,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum NameKind {
+    /// A host's own name: its address.
+    Host(IpAddr),
+    /// A ClusterIP service: one virtual address; each new connection goes to one backend.
+    ClusterIp { vip: IpAddr, backends: Vec<String> },
+    /// A headless service: resolves to every backend's address.
+    Headless { backends: Vec<String> },
+}
+
+pub(crate) enum SegKind {
+    Data(Bytes),
+    Fin,
+    Rst,
+}
+
+impl SegKind {
+    fn describe(&self) -> String {
+        match self {
+            SegKind::Data(b) => format!("{} bytes", b.len()),
+            SegKind::Fin => "FIN".to_string(),
+            SegKind::Rst => "RST".to_string(),
+        }
+    }
+}
+
+pub(crate) struct Seg {
+    pub due: Duration,
+    pub kind: SegKind,
+}
+
+#[derive(Default)]
+pub(crate) struct Pipe {
+    pub queue: VecDeque<Seg>,
+    pub queued_bytes: usize,
+    pub scheduled: Option<(EventId, Duration)>,
+    pub recv: VecDeque<Bytes>,
+    pub recv_bytes: usize,
+    pub fin_delivered: bool,
+    pub sent_bytes: u64,
+    pub delivered_bytes: u64,
+    pub last_due: Duration,
+}
+
+#[derive(Default)]
+pub(crate) struct End {
+    /// Live user handles (a stream, or its two halves).
+    pub handles: u8,
+    /// The user closed it (all handles dropped), or it was never accepted and its listener died.
+    pub closed: bool,
+    pub wrote_fin: bool,
+    pub read_shut: bool,
+    pub reset: bool,
+    pub pending_error: Option<i32>,
+    pub linger_zero: bool,
+    pub read_waker: Option<Waker>,
+    pub write_waker: Option<Waker>,
+    /// Bytes this end may still write before a partial-write fault resets the connection.
+    pub write_budget: Option<usize>,
+    /// Read-side throttle: when the next read may return data.
+    pub throttle_until: Option<Duration>,
+}
+
+impl End {
+    fn wake(&mut self) {
+        if let Some(w) = self.read_waker.take() {
+            w.wake();
+        }
+        if let Some(w) = self.write_waker.take() {
+            w.wake();
+        }
+    }
+}
+
+pub(crate) struct Conn {
+    pub id: ConnId,
+    pub addrs: [SocketAddr; 2],
+    pub hosts: [String; 2],
+    pub pipes: [Pipe; 2],
+    pub ends: [End; 2],
+    pub established: bool,
+    pub silent: bool,
+    pub send_bound: [usize; 2],
+}
+
+impl Conn {
+    pub(crate) fn info(&self) -> ConnInfo {
+        ConnInfo {
+            id: self.id,
+            client: self.addrs[0],
+            server: self.addrs[1],
+            client_host: self.hosts[0].clone(),
+            server_host: self.hosts[1].clone(),
+        }
+    }
+
+    fn label(&self, from: usize) -> String {
+        format!(
+            "conn#{} {}->{}",
+            self.id,
+            self.addrs[from],
+            self.addrs[1 - from]
+        )
+    }
+
+    /// Whether the whole connection is over for end `i` (both FINs exchanged, or reset).
+    pub(crate) fn finished(&self, i: usize) -> bool {
+        self.ends[i].reset || (self.ends[i].wrote_fin && self.pipes[1 - i].fin_delivered)
+    }
+}
+
+pub(crate) struct ListenerState {
+    pub backlog: usize,
+    pub queue: VecDeque<ConnId>,
+    pub waker: Option<Waker>,
+}
+
+pub(crate) enum DialState {
+    Pending { waker: Option<Waker> },
+    Done(io::Result<ConnId>),
+    Abandoned,
+}
+
+pub(crate) struct Dial {
+    pub state: DialState,
+    pub conn: ConnId,
+    pub attempts: u32,
+    pub syn_retries: u32,
+}
+
+pub(crate) struct State {
+    pub hosts: BTreeMap<String, HostState>,
+    pub by_addr: BTreeMap<IpAddr, String>,
+    pub names: BTreeMap<String, NameKind>,
+    pub listeners: BTreeMap<ListenerId, ListenerState>,
+    pub listening: BTreeMap<SocketAddr, ListenerId>,
+    pub conns: BTreeMap<ConnId, Conn>,
+    pub dials: BTreeMap<DialId, Dial>,
+    pub links: BTreeMap<(String, String), LinkConfig>,
+    pub rules: BTreeMap<RuleId, Rule>,
+    pub next_id: u64,
+    pub next_host: u32,
+    pub next_vip: u32,
+    pub config: NetConfig,
+    pub tree: Tree,
+    pub routes: BTreeMap<String, Source>,
+    pub draws: Source,
+}
+
+/// The shared core of a [`super::Network`].
+pub(crate) struct Core {
+    pub state: Mutex<State>,
+    pub driver: Driver,
+    pub recorder: Arc<crate::history::Recorder>,
+    pub tree: Tree,
+}
+
+impl Core {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn now(&self) -> Duration {
+        self.driver.elapsed()
+    }
+
+    /// Records a network event in the run's history at the current fake time.
+    pub(crate) fn record(&self, kind: &str, identity: &str, detail: impl AsRef<str>) {
+        self.recorder
+            .record_at(self.now(), kind, identity, detail.as_ref());
+    }
+}
+
+impl State {
+    pub(crate) fn next_id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    pub(crate) fn host_addr(&mut self, name: &str) -> IpAddr {
+        if let Some(h) = self.hosts.get(name) {
+            return h.addr;
+        }
+        self.next_host += 1;
+        let n = self.next_host;
+        let addr = IpAddr::V4(Ipv4Addr::new(10, 0, (n >> 8) as u8, (n & 0xff) as u8));
+        self.hosts.insert(
+            name.to_string(),
+            HostState {
+                addr,
+                mode: HostMode::Up,
+                next_port: 49152,
+            },
+        );
+        self.by_addr.insert(addr, name.to_string());
+        self.names.insert(name.to_string(), NameKind::Host(addr));
+        addr
+    }
+
+    pub(crate) fn new_vip(&mut self) -> IpAddr {
+        self.next_vip += 1;
+        let n = self.next_vip;
+        IpAddr::V4(Ipv4Addr::new(10, 96, (n >> 8) as u8, (n & 0xff) as u8))
+    }
+
+    /// The link from one host to another, drawn once per directed pair.
+    pub(crate) fn link(&mut self, from: &str, to: &str) -> LinkConfig {
+        let key = (from.to_string(), to.to_string());
+        if let Some(l) = self.links.get(&key) {
+            return *l;
+        }
+        let link = if from == to {
+            LinkConfig {
+                latency: Duration::ZERO,
+                jitter: Duration::ZERO,
+                send_buffer: self.config.send_buffer.1,
+            }
+        } else {
+            let mut s = self.tree.source(&format!("net/link/{from}->{to}"));
+            let latency = s.duration(self.config.latency.0..=self.config.latency.1);
+            let jitter = s.duration(Duration::ZERO..=self.config.jitter_max.min(latency));
+            let send_buffer = s
+                .range(self.config.send_buffer.0 as u64..=self.config.send_buffer.1 as u64)
+                as usize;
+            LinkConfig {
+                latency,
+                jitter,
+                send_buffer,
+            }
+        };
+        self.links.insert(key, link);
+        link
+    }
+
+    pub(crate) fn host_mode(&self, name: &str) -> HostMode {
+        self.hosts.get(name).map_or(HostMode::Silent, |h| h.mode)
+    }
+
+    pub(crate) fn alloc_port(&mut self, host: &str) -> io::Result<u16> {
+        let used: BTreeSet<u16> = self
+            .conns
+            .values()
+            .flat_map(|c| c.addrs.iter().zip(c.hosts.iter()))
+            .filter(|(_, h)| h.as_str() == host)
+            .map(|(a, _)| a.port())
+            .collect();
+        let h = self
+            .hosts
+            .get_mut(host)
+            .ok_or_else(|| os_error(errno::EADDRNOTAVAIL))?;
+        for _ in 0..16384 {
+            let port = h.next_port;
+            h.next_port = if h.next_port == 65535 {
+                49152
+            } else {
+                h.next_port + 1
+            };
+            if !used.contains(&port) {
+                return Ok(port);
+            }
+        }
+        Err(os_error(errno::EADDRNOTAVAIL))
+    }
+}
+
+/// Schedules the delivery of pipe `from` of `conn` if its head is due and nothing is scheduled.
+pub(crate) fn schedule_pipe(core: &Arc<Core>, st: &mut State, conn: ConnId, from: usize) {
+    let Some(c) = st.conns.get(&conn) else { return };
+    let Some(head_due) = c.pipes[from].queue.front().map(|s| s.due) else {
+        return;
+    };
+    if let Some((_, due)) = c.pipes[from].scheduled
+        && due <= head_due
+    {
+        return;
+    }
+    if super::control::held(st, conn, from) {
+        return;
+    }
+    let label = c.label(from);
+    let core2 = Arc::clone(core);
+    let event = Event::new("net.deliver", label)
+        .unrecorded()
+        .action(move || deliver(&core2, conn, from));
+    let id = core.driver.at(head_due, event);
+    if let Some(c) = st.conns.get_mut(&conn)
+        && let Some((old, _)) = c.pipes[from].scheduled.replace((id, head_due))
+    {
+        core.driver.cancel(old);
+    }
+}
+
+/// Queues a segment on a pipe with the link's latency and jitter, preserving order.
+pub(crate) fn send_segment(
+    core: &Arc<Core>,
+    st: &mut State,
+    conn: ConnId,
+    from: usize,
+    kind: SegKind,
+) {
+    let now = core.now();
+    let Some(c) = st.conns.get(&conn) else { return };
+    let (src, dst) = (c.hosts[from].clone(), c.hosts[1 - from].clone());
+    let link = st.link(&src, &dst);
+    let jitter = if link.jitter.is_zero() {
+        Duration::ZERO
+    } else {
+        st.draws.duration(Duration::ZERO..=link.jitter)
+    };
+    let Some(c) = st.conns.get_mut(&conn) else {
+        return;
+    };
+    let pipe = &mut c.pipes[from];
+    let due = (now + link.latency + jitter).max(pipe.last_due);
+    pipe.last_due = due;
+    if let SegKind::Data(b) = &kind {
+        pipe.queued_bytes += b.len();
+        pipe.sent_bytes += b.len() as u64;
+    }
+    pipe.queue.push_back(Seg { due, kind });
+    schedule_pipe(core, st, conn, from);
+}
+
+/// The delivery event of a pipe: hands every due segment to the receiving end.
+pub(crate) fn deliver(core: &Arc<Core>, conn: ConnId, from: usize) {
+    let now = core.now();
+    let mut st = core.lock();
+    let st = &mut *st;
+    if let Some(c) = st.conns.get_mut(&conn) {
+        c.pipes[from].scheduled = None;
+    }
+    let to = 1 - from;
+    let mut described: Vec<String> = Vec::new();
+    let mut reply_rst = false;
+    loop {
+        if super::control::held(st, conn, from) {
+            break;
+        }
+        let allowance = super::control::hold_allowance(st, conn, from);
+        let Some(c) = st.conns.get_mut(&conn) else {
+            return;
+        };
+        let Some(seg) = c.pipes[from].queue.front_mut() else {
+            break;
+        };
+        if seg.due > now {
+            break;
+        }
+        if let (Some(allow), SegKind::Data(bytes)) = (allowance, &mut seg.kind) {
+            if allow == 0 {
+                break;
+            }
+            if (allow as usize) < bytes.len() {
+                // Deliver only what the hold-after-bytes control lets through.
+                let head = bytes.split_to(allow as usize);
+                c.pipes[from].queued_bytes -= head.len();
+                c.pipes[from].delivered_bytes += head.len() as u64;
+                described.push(format!("{} bytes (held after)", head.len()));
+                receive(c, from, SegKind::Data(head), &mut reply_rst);
+                break;
+            }
+        }
+        let seg = c.pipes[from]
+            .queue
+            .pop_front()
+            .expect("the head was just seen");
+        if let SegKind::Data(b) = &seg.kind {
+            c.pipes[from].queued_bytes -= b.len();
+            c.pipes[from].delivered_bytes += b.len() as u64;
+        }
+        described.push(seg.kind.describe());
+        receive(c, from, seg.kind, &mut reply_rst);
+    }
+    if !described.is_empty()
+        && let Some(c) = st.conns.get(&conn)
+    {
+        core.record("net.deliver", &c.label(from), described.join(", "));
+    }
+    if reply_rst {
+        // Data reached an end that is closed: it answers with RST (Linux tcp_rcv_state_process).
+        if let Some(c) = st.conns.get_mut(&conn) {
+            c.ends[to].reset = true;
+        }
+        send_segment(core, st, conn, to, SegKind::Rst);
+    }
+    schedule_pipe(core, st, conn, from);
+    maybe_forget(st, conn);
+}
+
+/// One segment arrives at end `1 - from`.
+fn receive(c: &mut Conn, from: usize, kind: SegKind, reply_rst: &mut bool) {
+    let to = 1 - from;
+    match kind {
+        SegKind::Data(bytes) => {
+            if c.ends[to].closed || c.ends[to].reset {
+                *reply_rst = !c.ends[to].reset;
+                // The data is gone with the closed socket; the writer's bound frees up.
+                c.ends[from].wake();
+                return;
+            }
+            c.pipes[from].recv_bytes += bytes.len();
+            c.pipes[from].recv.push_back(bytes);
+            c.ends[to].wake();
+        }
+        SegKind::Fin => {
+            c.pipes[from].fin_delivered = true;
+            c.ends[to].wake();
+        }
+        SegKind::Rst => {
+            let end = &mut c.ends[to];
+            if end.reset {
+                return;
+            }
+            end.reset = true;
+            // An RST after the peer's FIN (CLOSE_WAIT) is not reported as ECONNRESET: reads give
+            // EOF and writes EPIPE (measured on Linux, point 8).
+            if !c.pipes[from].fin_delivered && !end.closed {
+                end.pending_error = Some(errno::ECONNRESET);
+            }
+            // What this end had sent and not yet delivered dies with the connection.
+            let pipe = &mut c.pipes[to];
+            pipe.queue.clear();
+            pipe.queued_bytes = 0;
+            c.ends[to].wake();
+            c.ends[from].wake();
+        }
+    }
+}
+
+/// Resets both ends of a connection at once (a middlebox or a fault), as if each received RST.
+pub(crate) fn reset_both(core: &Arc<Core>, st: &mut State, conn: ConnId) {
+    let Some(c) = st.conns.get_mut(&conn) else {
+        return;
+    };
+    for to in 0..2 {
+        let mut ignored = false;
+        receive(c, 1 - to, SegKind::Rst, &mut ignored);
+    }
+    for from in 0..2 {
+        if let Some((id, _)) = c.pipes[from].scheduled.take() {
+            core.driver.cancel(id);
+        }
+    }
+}
+
+/// The user dropped the last handle of end `i`.
+pub(crate) fn close_end(core: &Arc<Core>, st: &mut State, conn: ConnId, i: usize) {
+    let Some(c) = st.conns.get_mut(&conn) else {
+        return;
+    };
+    let end = &mut c.ends[i];
+    if end.closed {
+        return;
+    }
+    end.closed = true;
+    let unread = c.pipes[1 - i].recv_bytes > 0;
+    let (linger0, wrote_fin, reset) = (c.ends[i].linger_zero, c.ends[i].wrote_fin, c.ends[i].reset);
+    if reset {
+        maybe_forget(st, conn);
+        return;
+    }
+    if unread || linger0 {
+        // Linux tcp_close: unread data (or SO_LINGER 0) aborts the connection with RST.
+        c.pipes[1 - i].recv.clear();
+        c.pipes[1 - i].recv_bytes = 0;
+        c.ends[i].reset = true;
+        send_segment(core, st, conn, i, SegKind::Rst);
+    } else if !wrote_fin {
+        c.ends[i].wrote_fin = true;
+        send_segment(core, st, conn, i, SegKind::Fin);
+    }
+    maybe_forget(st, conn);
+}
+
+/// Forgets a connection once both ends are closed and nothing is in flight.
+pub(crate) fn maybe_forget(st: &mut State, conn: ConnId) {
+    let done = st.conns.get(&conn).is_some_and(|c| {
+        c.ends.iter().all(|e| e.closed)
+            && c.pipes
+                .iter()
+                .all(|p| p.queue.is_empty() && p.scheduled.is_none())
+    });
+    let queued = st.listeners.values().any(|l| l.queue.contains(&conn));
+    let dialing = st
+        .dials
+        .values()
+        .any(|d| d.conn == conn && matches!(d.state, DialState::Pending { .. }));
+    if done && !queued && !dialing {
+        st.conns.remove(&conn);
+    }
+}

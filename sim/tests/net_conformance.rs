@@ -1,0 +1,702 @@
+//! The network's conformance suite: each test body runs against real loopback sockets (tokio)
+//! and against the simulated network (several seeds), and both must observe exactly what Linux
+//! was measured to do (`../shared/data/linux-tcp-loopback.txt`, kernel 6.x): the bytes read, the
+//! error and its errno, and their order.
+
+#[path = "support/stack.rs"]
+mod stack;
+
+use std::future::Future;
+use std::net::Shutdown;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use sim::net::NetConfig;
+use sim::{Failure, Simulation};
+use stack::{Real, Sim, Stack, err, obs, read, settle, write};
+use tokio::io::AsyncWriteExt;
+
+fn run_real<F, Fut>(body: F) -> Vec<String>
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Vec<String>>,
+{
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(body())
+}
+
+macro_rules! conformance {
+    ($name:ident, $body:ident, $expected:expr) => {
+        #[test]
+        fn $name() {
+            let expected: Vec<String> = $expected.iter().map(|s: &&str| s.to_string()).collect();
+            let real = run_real(|| async { $body(&Real).await });
+            assert_eq!(real, expected, "real loopback differs from the Linux measurement");
+            let report = Simulation::new(stringify!($name)).seeds(0..6).run(move |ctx| {
+                let expected = expected.clone();
+                async move {
+                    ctx.set_net_config(NetConfig::fixed(Duration::from_micros(100)));
+                    let got = $body(&Sim::new(&ctx)).await;
+                    ctx.record("observations", "body", got.join(" | "));
+                    if got != expected {
+                        return Err(Failure::correctness("conformance", format!("the simulated network observed\n{got:#?}\nLinux observed\n{expected:#?}")));
+                    }
+                    Ok(())
+                }
+            });
+            report.assert_passed();
+        }
+    };
+}
+
+// 1. After the peer's FIN, the first write succeeds, later writes fail EPIPE; reads give EOF.
+async fn fin_then_write<S: Stack>(s: &S) -> Vec<String> {
+    let mut out = Vec::new();
+    let (listener, addr) = s.listen(128).await.unwrap();
+    let client = s.connect(&addr).await.unwrap();
+    let mut server = s.accept(&listener).await.unwrap();
+    drop(client);
+    settle().await;
+    out.push(format!(
+        "write#1 after peer FIN: {}",
+        write(&mut server, b"hello").await
+    ));
+    settle().await;
+    out.push(format!("write#2: {}", write(&mut server, b"hello").await));
+    out.push(format!("write#3: {}", write(&mut server, b"hello").await));
+    out.push(format!("read after writes: {}", read(&mut server).await));
+    out.push(format!("read again: {}", read(&mut server).await));
+
+    let client = s.connect(&addr).await.unwrap();
+    let mut server = s.accept(&listener).await.unwrap();
+    drop(client);
+    settle().await;
+    out.push(format!(
+        "[variant] read after FIN: {}",
+        read(&mut server).await
+    ));
+    out.push(format!(
+        "[variant] write#1: {}",
+        write(&mut server, b"x").await
+    ));
+    settle().await;
+    out.push(format!(
+        "[variant] read after RST-in-CLOSE_WAIT: {}",
+        read(&mut server).await
+    ));
+    out.push(format!(
+        "[variant] write#2: {}",
+        write(&mut server, b"x").await
+    ));
+    out.push(format!(
+        "[variant] write_all(1MiB) after FIN: {}",
+        obs(&server.write_all(&vec![7u8; 1 << 20]).await)
+    ));
+    out
+}
+
+conformance!(
+    fin_then_first_write_succeeds_then_epipe,
+    fin_then_write,
+    [
+        "write#1 after peer FIN: Ok(5)",
+        "write#2: Err(EPIPE)",
+        "write#3: Err(EPIPE)",
+        "read after writes: Ok(0) [EOF]",
+        "read again: Ok(0) [EOF]",
+        "[variant] read after FIN: Ok(0) [EOF]",
+        "[variant] write#1: Ok(1)",
+        "[variant] read after RST-in-CLOSE_WAIT: Ok(0) [EOF]",
+        "[variant] write#2: Err(EPIPE)",
+        "[variant] write_all(1MiB) after FIN: Err(EPIPE)",
+    ]
+);
+
+// 2. Closing with unread data sends RST: the peer reads what arrived, then ECONNRESET once, then
+// EOF; its writes fail EPIPE. A write that comes first gets the ECONNRESET.
+async fn close_with_unread<S: Stack>(s: &S) -> Vec<String> {
+    let mut out = Vec::new();
+    let (listener, addr) = s.listen(128).await.unwrap();
+    for variant in [
+        "",
+        "[write-first] ",
+        "[no server data] ",
+        "[FIN then close-with-unread] ",
+    ] {
+        let mut client = s.connect(&addr).await.unwrap();
+        let mut server = s.accept(&listener).await.unwrap();
+        client.write_all(b"from-client").await.unwrap();
+        if variant.is_empty() || variant == "[write-first] " {
+            server.write_all(b"from-server").await.unwrap();
+        }
+        if variant == "[FIN then close-with-unread] " {
+            s.shutdown(&server, Shutdown::Write).unwrap();
+        }
+        settle().await;
+        drop(server);
+        settle().await;
+        match variant {
+            "" => {
+                out.push(format!(
+                    "read#1 (server data queued before RST): {}",
+                    read(&mut client).await
+                ));
+                out.push(format!("read#2: {}", read(&mut client).await));
+                out.push(format!("read#3: {}", read(&mut client).await));
+                out.push(format!("write#1: {}", write(&mut client, b"x").await));
+                out.push(format!("write#2: {}", write(&mut client, b"x").await));
+            }
+            "[write-first] " => {
+                out.push(format!(
+                    "{variant}write#1: {}",
+                    write(&mut client, b"x").await
+                ));
+                out.push(format!(
+                    "{variant}write#2: {}",
+                    write(&mut client, b"x").await
+                ));
+                out.push(format!("{variant}read#1: {}", read(&mut client).await));
+                out.push(format!("{variant}read#2: {}", read(&mut client).await));
+            }
+            "[no server data] " => {
+                out.push(format!("{variant}read#1: {}", read(&mut client).await));
+                out.push(format!("{variant}read#2: {}", read(&mut client).await));
+            }
+            _ => {
+                out.push(format!("{variant}read#1: {}", read(&mut client).await));
+                out.push(format!(
+                    "{variant}write#1: {}",
+                    write(&mut client, b"x").await
+                ));
+                out.push(format!(
+                    "{variant}write#2: {}",
+                    write(&mut client, b"x").await
+                ));
+            }
+        }
+    }
+    out
+}
+
+conformance!(
+    close_with_unread_data_sends_rst_and_the_peer_sees_reset_once,
+    close_with_unread,
+    [
+        "read#1 (server data queued before RST): Ok(11) \"from-server\"",
+        "read#2: Err(ECONNRESET)",
+        "read#3: Ok(0) [EOF]",
+        "write#1: Err(EPIPE)",
+        "write#2: Err(EPIPE)",
+        "[write-first] write#1: Err(ECONNRESET)",
+        "[write-first] write#2: Err(EPIPE)",
+        "[write-first] read#1: Ok(11) \"from-server\"",
+        "[write-first] read#2: Ok(0) [EOF]",
+        "[no server data] read#1: Err(ECONNRESET)",
+        "[no server data] read#2: Ok(0) [EOF]",
+        "[FIN then close-with-unread] read#1: Ok(0) [EOF]",
+        "[FIN then close-with-unread] write#1: Err(EPIPE)",
+        "[FIN then close-with-unread] write#2: Err(EPIPE)",
+    ]
+);
+
+// 3. Connect completes into the accept queue before accept; the queue holds backlog + 1; when
+// full the SYN is dropped and retried after ~1 s.
+async fn backlog<S: Stack>(s: &S) -> Vec<String> {
+    let mut out = Vec::new();
+    for backlog in [0u32, 1, 4] {
+        let (listener, addr) = s.listen(backlog).await.unwrap();
+        let mut held = Vec::new();
+        let mut results = Vec::new();
+        for i in 0..backlog + 3 {
+            match tokio::time::timeout(Duration::from_millis(500), s.connect(&addr)).await {
+                Ok(Ok(stream)) => {
+                    results.push(format!("#{i}:Ok"));
+                    held.push(stream);
+                }
+                Ok(Err(e)) => results.push(format!("#{i}:{}", err(&e))),
+                Err(_) => results.push(format!("#{i}:timed out")),
+            }
+        }
+        out.push(format!(
+            "listen({backlog}) connects without accept: {}",
+            results.join(" ")
+        ));
+        out.push(format!(
+            "write before accept: {}",
+            write(&mut held[0], b"early").await
+        ));
+        let mut first = s.accept(&listener).await.unwrap();
+        out.push(format!("accepted#0 reads: {}", read(&mut first).await));
+        // tokio's Instant is the real clock on the real runtime and the fake one in a simulation.
+        let started = Instant::now();
+        let again = tokio::time::timeout(Duration::from_secs(5), s.connect(&addr)).await;
+        let waited = started.elapsed();
+        out.push(format!(
+            "connect after 1 accept: {} in {}s",
+            if matches!(again, Ok(Ok(_))) {
+                "Ok"
+            } else {
+                "failed"
+            },
+            waited.as_millis() / 1000
+        ));
+        // The queue is full again: a connect now waits for its SYN retry, after an accept at +300ms.
+        let pending = s.connect(&addr);
+        let accept_later = async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            s.accept(&listener).await.unwrap()
+        };
+        let start = Instant::now();
+        let (connected, _accepted) = tokio::join!(
+            tokio::time::timeout(Duration::from_secs(5), pending),
+            accept_later
+        );
+        let took = start.elapsed();
+        out.push(format!(
+            "connect pending while queue full, accept at +300ms: {} after ~{}s",
+            if matches!(connected, Ok(Ok(_))) {
+                "Ok"
+            } else {
+                "failed"
+            },
+            (took.as_millis() + 500) / 1000
+        ));
+    }
+    out
+}
+
+conformance!(
+    accept_queue_holds_backlog_plus_one_then_syns_are_retried,
+    backlog,
+    [
+        "listen(0) connects without accept: #0:Ok #1:timed out #2:timed out",
+        "write before accept: Ok(5)",
+        "accepted#0 reads: Ok(5) \"early\"",
+        "connect after 1 accept: Ok in 0s",
+        "connect pending while queue full, accept at +300ms: Ok after ~1s",
+        "listen(1) connects without accept: #0:Ok #1:Ok #2:timed out #3:timed out",
+        "write before accept: Ok(5)",
+        "accepted#0 reads: Ok(5) \"early\"",
+        "connect after 1 accept: Ok in 0s",
+        "connect pending while queue full, accept at +300ms: Ok after ~1s",
+        "listen(4) connects without accept: #0:Ok #1:Ok #2:Ok #3:Ok #4:Ok #5:timed out #6:timed out",
+        "write before accept: Ok(5)",
+        "accepted#0 reads: Ok(5) \"early\"",
+        "connect after 1 accept: Ok in 0s",
+        "connect pending while queue full, accept at +300ms: Ok after ~1s",
+    ]
+);
+
+// 3b. With the queue full and TCP_SYNCNT=1, the connect fails ETIMEDOUT after ~3 s (1 s + 2 s).
+async fn backlog_full_timeout<S: Stack>(s: &S) -> Vec<String> {
+    let (_listener, addr) = s.listen(0).await.unwrap();
+    let _first = s.connect(&addr).await.unwrap();
+    let start = Instant::now();
+    let result = s.connect_with_syn_retries(&addr, 1).await;
+    let took = start.elapsed();
+    vec![format!(
+        "connect with queue full, TCP_SYNCNT=1: {} after ~{}s",
+        obs(&result.map(|_| ())),
+        (took.as_millis() + 500) / 1000
+    )]
+}
+
+conformance!(
+    full_queue_connect_times_out_after_its_syn_retries,
+    backlog_full_timeout,
+    ["connect with queue full, TCP_SYNCNT=1: Err(ETIMEDOUT) after ~3s"]
+);
+
+// 4. Nothing listening: ECONNREFUSED.
+async fn refused<S: Stack>(s: &S) -> Vec<String> {
+    vec![format!(
+        "connect: {}",
+        obs(&s.connect(&s.closed_addr()).await.map(|_| ()))
+    )]
+}
+
+conformance!(no_listener_refuses, refused, ["connect: Err(ECONNREFUSED)"]);
+
+// 5. shutdown(Write): the peer reads the data then EOF and can still write back; our write after
+// it fails EPIPE.
+async fn half_close<S: Stack>(s: &S) -> Vec<String> {
+    let mut out = Vec::new();
+    let (listener, addr) = s.listen(128).await.unwrap();
+    let mut client = s.connect(&addr).await.unwrap();
+    let mut server = s.accept(&listener).await.unwrap();
+    client.write_all(b"req").await.unwrap();
+    s.shutdown(&client, Shutdown::Write).unwrap();
+    settle().await;
+    out.push(format!("server read#1: {}", read(&mut server).await));
+    out.push(format!(
+        "server read#2 (after client shutdown(Write)): {}",
+        read(&mut server).await
+    ));
+    out.push(format!("server read#3: {}", read(&mut server).await));
+    out.push(format!(
+        "server write back: {}",
+        write(&mut server, b"resp").await
+    ));
+    settle().await;
+    out.push(format!("client read: {}", read(&mut client).await));
+    out.push(format!(
+        "client write after own shutdown(Write): {}",
+        write(&mut client, b"x").await
+    ));
+    out.push(format!(
+        "client shutdown(Write) again: {}",
+        obs(&s.shutdown(&client, Shutdown::Write))
+    ));
+    drop(server);
+    settle().await;
+    out.push(format!(
+        "client read after server close: {}",
+        read(&mut client).await
+    ));
+    out.push(format!(
+        "client shutdown(Both) after peer closed: {}",
+        obs(&s.shutdown(&client, Shutdown::Both))
+    ));
+    out
+}
+
+conformance!(
+    shutdown_write_half_closes_and_the_peer_can_still_write,
+    half_close,
+    [
+        "server read#1: Ok(3) \"req\"",
+        "server read#2 (after client shutdown(Write)): Ok(0) [EOF]",
+        "server read#3: Ok(0) [EOF]",
+        "server write back: Ok(4)",
+        "client read: Ok(4) \"resp\"",
+        "client write after own shutdown(Write): Err(EPIPE)",
+        "client shutdown(Write) again: Ok(())",
+        "client read after server close: Ok(0) [EOF]",
+        "client shutdown(Both) after peer closed: Err(ENOTCONN)",
+    ]
+);
+
+// 6. Our shutdown(Read): queued data, then EOF; data arriving later is still readable; nothing is
+// sent to the peer.
+async fn shutdown_read<S: Stack>(s: &S) -> Vec<String> {
+    let mut out = Vec::new();
+    let (listener, addr) = s.listen(128).await.unwrap();
+    let mut client = s.connect(&addr).await.unwrap();
+    let mut server = s.accept(&listener).await.unwrap();
+    server.write_all(b"before").await.unwrap();
+    settle().await;
+    s.shutdown(&client, Shutdown::Read).unwrap();
+    out.push(format!(
+        "read (data queued before shutdown): {}",
+        read(&mut client).await
+    ));
+    out.push(format!(
+        "read again (queue empty): {}",
+        read(&mut client).await
+    ));
+    out.push(format!(
+        "peer write after our shutdown(Read): {}",
+        write(&mut server, b"after").await
+    ));
+    settle().await;
+    out.push(format!(
+        "read (data arrived after shutdown): {}",
+        read(&mut client).await
+    ));
+    out.push(format!(
+        "our write after own shutdown(Read): {}",
+        write(&mut client, b"up").await
+    ));
+    settle().await;
+    out.push(format!("peer read: {}", read(&mut server).await));
+    drop(client);
+    settle().await;
+    out.push(format!(
+        "peer read after our close: {}",
+        read(&mut server).await
+    ));
+    out
+}
+
+conformance!(
+    shutdown_read_gives_queued_data_then_eof,
+    shutdown_read,
+    [
+        "read (data queued before shutdown): Ok(6) \"before\"",
+        "read again (queue empty): Ok(0) [EOF]",
+        "peer write after our shutdown(Read): Ok(5)",
+        "read (data arrived after shutdown): Ok(5) \"after\"",
+        "our write after own shutdown(Read): Ok(2)",
+        "peer read: Ok(2) \"up\"",
+        "peer read after our close: Ok(0) [EOF]",
+    ]
+);
+
+// 7. Dropping a listener resets its queued, unaccepted connections; new connects are refused. A
+// connection reset while queued is still returned by accept, and its read fails.
+async fn drop_listener<S: Stack>(s: &S) -> Vec<String> {
+    let mut out = Vec::new();
+    let (listener, addr) = s.listen(128).await.unwrap();
+    let mut c1 = s.connect(&addr).await.unwrap();
+    let mut c2 = s.connect(&addr).await.unwrap();
+    let mut c3 = s.connect(&addr).await.unwrap();
+    c2.write_all(b"data").await.unwrap();
+    settle().await;
+    drop(listener);
+    settle().await;
+    out.push(format!("client1 read: {}", read(&mut c1).await));
+    out.push(format!("client1 read again: {}", read(&mut c1).await));
+    out.push(format!("client2(wrote data) read: {}", read(&mut c2).await));
+    out.push(format!("client3 write#1: {}", write(&mut c3, b"x").await));
+    out.push(format!("client3 write#2: {}", write(&mut c3, b"x").await));
+    out.push(format!("client3 read: {}", read(&mut c3).await));
+    out.push(format!(
+        "connect after listener drop: {}",
+        obs(&s.connect(&addr).await.map(|_| ()))
+    ));
+
+    let (listener, addr) = s.listen(128).await.unwrap();
+    let client = s.connect(&addr).await.unwrap();
+    s.set_linger_zero(&client).unwrap();
+    drop(client);
+    settle().await;
+    let accepted = s.accept(&listener).await;
+    out.push(format!(
+        "accept of connection reset while queued: {}",
+        match &accepted {
+            Ok(_) => "Ok".to_string(),
+            Err(e) => err(e),
+        }
+    ));
+    if let Ok(mut stream) = accepted {
+        out.push(format!("  its read: {}", read(&mut stream).await));
+    }
+    out
+}
+
+conformance!(
+    dropping_a_listener_resets_queued_connections,
+    drop_listener,
+    [
+        "client1 read: Err(ECONNRESET)",
+        "client1 read again: Ok(0) [EOF]",
+        "client2(wrote data) read: Err(ECONNRESET)",
+        "client3 write#1: Err(ECONNRESET)",
+        "client3 write#2: Err(EPIPE)",
+        "client3 read: Ok(0) [EOF]",
+        "connect after listener drop: Err(ECONNREFUSED)",
+        "accept of connection reset while queued: Ok",
+        "  its read: Err(ECONNRESET)",
+    ]
+);
+
+// 8. An RST in ESTABLISHED: the first write or read reports ECONNRESET, then EPIPE/EOF. An RST
+// after the peer's FIN gives EPIPE, not ECONNRESET. peer_addr then fails ENOTCONN; take_error
+// reports the reset once.
+async fn after_rst<S: Stack>(s: &S) -> Vec<String> {
+    let mut out = Vec::new();
+    let (listener, addr) = s.listen(128).await.unwrap();
+    for variant in [
+        "[RST in ESTABLISHED]",
+        "[FIN then RST (CLOSE_WAIT)]",
+        "[RST, read first]",
+        "[take_error]",
+    ] {
+        let mut client = s.connect(&addr).await.unwrap();
+        let server = s.accept(&listener).await.unwrap();
+        if variant == "[FIN then RST (CLOSE_WAIT)]" {
+            s.shutdown(&server, Shutdown::Write).unwrap();
+            settle().await;
+        }
+        s.set_linger_zero(&server).unwrap();
+        drop(server);
+        settle().await;
+        match variant {
+            "[RST, read first]" => {
+                out.push(format!("{variant} read#1: {}", read(&mut client).await));
+                out.push(format!("{variant} read#2: {}", read(&mut client).await));
+                out.push(format!(
+                    "{variant} write#1: {}",
+                    write(&mut client, b"x").await
+                ));
+            }
+            "[take_error]" => {
+                out.push(format!(
+                    "{variant} peer_addr() after RST: {}",
+                    obs(&s.peer_addr(&client).map(|_| ()))
+                ));
+                let first = s.take_error(&client).unwrap();
+                out.push(format!(
+                    "{variant} take_error() after RST: {}",
+                    first.map_or("None".to_string(), |e| err(&e))
+                ));
+                let second = s.take_error(&client).unwrap();
+                out.push(format!(
+                    "{variant} take_error() again: {}",
+                    second.map_or("None".to_string(), |e| err(&e))
+                ));
+                out.push(format!(
+                    "{variant} read after take_error: {}",
+                    read(&mut client).await
+                ));
+            }
+            _ => {
+                out.push(format!(
+                    "{variant} write#1: {}",
+                    write(&mut client, b"x").await
+                ));
+                out.push(format!(
+                    "{variant} write#2: {}",
+                    write(&mut client, b"x").await
+                ));
+                out.push(format!("{variant} read: {}", read(&mut client).await));
+            }
+        }
+    }
+    out
+}
+
+conformance!(
+    rst_is_reported_once_and_rst_after_fin_is_epipe,
+    after_rst,
+    [
+        "[RST in ESTABLISHED] write#1: Err(ECONNRESET)",
+        "[RST in ESTABLISHED] write#2: Err(EPIPE)",
+        "[RST in ESTABLISHED] read: Ok(0) [EOF]",
+        "[FIN then RST (CLOSE_WAIT)] write#1: Err(EPIPE)",
+        "[FIN then RST (CLOSE_WAIT)] write#2: Err(EPIPE)",
+        "[FIN then RST (CLOSE_WAIT)] read: Ok(0) [EOF]",
+        "[RST, read first] read#1: Err(ECONNRESET)",
+        "[RST, read first] read#2: Ok(0) [EOF]",
+        "[RST, read first] write#1: Err(EPIPE)",
+        "[take_error] peer_addr() after RST: Err(ENOTCONN)",
+        "[take_error] take_error() after RST: Err(ECONNRESET)",
+        "[take_error] take_error() again: None",
+        "[take_error] read after take_error: Ok(0) [EOF]",
+    ]
+);
+
+// 9. SO_LINGER 0 then close sends RST (after the data already sent).
+async fn linger_zero<S: Stack>(s: &S) -> Vec<String> {
+    let mut out = Vec::new();
+    let (listener, addr) = s.listen(128).await.unwrap();
+    for variant in ["", "[no data] ", "[shutdown(W) then linger0 close] "] {
+        let mut client = s.connect(&addr).await.unwrap();
+        let mut server = s.accept(&listener).await.unwrap();
+        if variant.is_empty() {
+            server.write_all(b"bye").await.unwrap();
+        }
+        if variant == "[shutdown(W) then linger0 close] " {
+            s.shutdown(&server, Shutdown::Write).unwrap();
+            settle().await;
+        }
+        s.set_linger_zero(&server).unwrap();
+        drop(server);
+        settle().await;
+        if variant.is_empty() {
+            out.push(format!(
+                "client read#1 (data sent before linger0 close): {}",
+                read(&mut client).await
+            ));
+            out.push(format!("client read#2: {}", read(&mut client).await));
+            out.push(format!("client read#3: {}", read(&mut client).await));
+            out.push(format!("client write: {}", write(&mut client, b"x").await));
+        } else {
+            out.push(format!(
+                "{variant}client read#1: {}",
+                read(&mut client).await
+            ));
+            out.push(format!(
+                "{variant}client read#2: {}",
+                read(&mut client).await
+            ));
+        }
+    }
+    out
+}
+
+conformance!(
+    linger_zero_close_sends_rst,
+    linger_zero,
+    [
+        "client read#1 (data sent before linger0 close): Ok(3) \"bye\"",
+        "client read#2: Err(ECONNRESET)",
+        "client read#3: Ok(0) [EOF]",
+        "client write: Err(EPIPE)",
+        "[no data] client read#1: Err(ECONNRESET)",
+        "[no data] client read#2: Ok(0) [EOF]",
+        "[shutdown(W) then linger0 close] client read#1: Ok(0) [EOF]",
+        "[shutdown(W) then linger0 close] client read#2: Ok(0) [EOF]",
+    ]
+);
+
+// 10. A peer that never reads: writes are accepted up to a bound in the megabytes, then block.
+async fn fill_buffers<S: Stack>(s: &S) -> Vec<String> {
+    let (listener, addr) = s.listen(128).await.unwrap();
+    let mut client = s.connect(&addr).await.unwrap();
+    let _server = s.accept(&listener).await.unwrap();
+    let chunk = vec![1u8; 64 * 1024];
+    let mut accepted = 0usize;
+    loop {
+        match tokio::time::timeout(Duration::from_millis(200), client.write(&chunk)).await {
+            Ok(Ok(n)) => accepted += n,
+            Ok(Err(e)) => return vec![format!("write failed: {}", err(&e))],
+            Err(_) => break,
+        }
+        if accepted > 64 << 20 {
+            return vec!["never blocked".to_string()];
+        }
+    }
+    let mib = accepted as f64 / f64::from(1 << 20);
+    vec![format!(
+        "bytes accepted before writes block: {}",
+        if (3.0..=5.0).contains(&mib) {
+            "3–5 MiB"
+        } else {
+            "outside 3–5 MiB"
+        }
+    )]
+}
+
+conformance!(
+    writes_block_after_megabytes_when_the_peer_never_reads,
+    fill_buffers,
+    ["bytes accepted before writes block: 3–5 MiB"]
+);
+
+// 11/12. Listening twice on an address fails EADDRINUSE; after our own shutdown(Both) reads give
+// EOF and writes fail EPIPE.
+async fn misc<S: Stack>(s: &S) -> Vec<String> {
+    let mut out = Vec::new();
+    let (listener, addr) = s.listen(128).await.unwrap();
+    out.push(format!(
+        "listen on the same address while listening: {}",
+        obs(&s.listen_on(&addr).await.map(|_| ()))
+    ));
+    let mut client = s.connect(&addr).await.unwrap();
+    let _server = s.accept(&listener).await.unwrap();
+    s.shutdown(&client, Shutdown::Both).unwrap();
+    out.push(format!(
+        "read after own shutdown(Both): {}",
+        read(&mut client).await
+    ));
+    out.push(format!(
+        "write after own shutdown(Both): {}",
+        write(&mut client, b"x").await
+    ));
+    out
+}
+
+conformance!(
+    listen_twice_is_addr_in_use_and_shutdown_both_closes_both_ways,
+    misc,
+    [
+        "listen on the same address while listening: Err(EADDRINUSE)",
+        "read after own shutdown(Both): Ok(0) [EOF]",
+        "write after own shutdown(Both): Err(EPIPE)",
+    ]
+);
