@@ -10,9 +10,7 @@ fn main() {
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_else(|| "rustc (unknown)".to_string());
     let target = std::env::var("TARGET").unwrap_or_default();
-    let rustflags = std::env::var("CARGO_ENCODED_RUSTFLAGS")
-        .unwrap_or_default()
-        .replace('\u{1f}', " ");
+    let rustflags = std::env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default().replace('\u{1f}', " ");
     println!("cargo:rustc-env=SIM_BUILD_RUSTC={version}");
     println!("cargo:rustc-env=SIM_BUILD_TARGET={target}");
     println!("cargo:rustc-env=SIM_BUILD_RUSTFLAGS={rustflags}");

@@ -35,12 +35,7 @@ where
     Fut: std::future::Future<Output = Result<(), Failure>> + 'static,
 {
     let started = Instant::now();
-    let report = Simulation::new(name)
-        .seeds(0..seeds)
-        .jobs(1)
-        .confirm(0)
-        .seed_lines(false)
-        .run(body);
+    let report = Simulation::new(name).seeds(0..seeds).jobs(1).confirm(0).seed_lines(false).run(body);
     let total = started.elapsed();
     report.assert_passed();
     (report.outcomes.iter().map(|o| o.wall()).collect(), total)
@@ -73,11 +68,7 @@ fn main() {
     let (empty_seeds, canary_seeds) = if quick { (200, 20) } else { (5000, 500) };
     println!(
         "sim per-run overhead ({}; one thread)",
-        if cfg!(debug_assertions) {
-            "debug build"
-        } else {
-            "release build"
-        }
+        if cfg!(debug_assertions) { "debug build" } else { "release build" }
     );
     let (runs, total) = sweep("bench_empty", empty_seeds, |_ctx| async { Ok(()) });
     report("empty simulation", runs, total);

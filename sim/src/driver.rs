@@ -14,8 +14,9 @@
 //!   scheduling order) and then picked one by one by the seed.
 //! - **Quiescence.** The driver sleeps on tokio's paused clock until the next due time. Paused
 //!   time only auto-advances when every task is idle, so an event fires only once the system has
-//!   done everything it could do before it. tokio's timer wheel has a 1 ms resolution: events due
-//!   within one millisecond fire in one pass, in due order.
+//!   done everything it could do before it. tokio's clock advances in 1 ms ticks: events due within
+//!   one tick fire in one pass, in due order, and between two of them the driver yields so that
+//!   the tasks the first one woke run before the second fires.
 //! - **History.** Each event is recorded in the run's history (kind, identity, detail) at the fake
 //!   time it fires, before its action runs — unless it is [`Event::unrecorded`], for events whose
 //!   action records a fuller account itself (network deliveries).
@@ -61,13 +62,7 @@ impl Event {
     /// An event of `kind` (e.g. `"net.deliver"`, `"fault.partition"`) concerning `identity` (a
     /// node, a connection, an operation id). Without an action it only marks the history.
     pub fn new(kind: impl Into<Cow<'static, str>>, identity: impl Into<String>) -> Event {
-        Event {
-            kind: kind.into(),
-            identity: identity.into(),
-            detail: String::new(),
-            action: None,
-            recorded: true,
-        }
+        Event { kind: kind.into(), identity: identity.into(), detail: String::new(), action: None, recorded: true }
     }
 
     /// Leaves the event out of the history: its action records what happened itself.
@@ -121,9 +116,7 @@ pub struct Driver {
 
 impl fmt::Debug for Driver {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Driver")
-            .field("pending", &self.pending())
-            .finish()
+        f.debug_struct("Driver").field("pending", &self.pending()).finish()
     }
 }
 
@@ -137,11 +130,7 @@ impl Driver {
     pub const TIE_SPREAD_EXPLORE: Duration = Duration::from_millis(1);
 
     pub(crate) fn new(recorder: Arc<Recorder>, ties: Source, explore: bool) -> Driver {
-        let spread = if explore {
-            Self::TIE_SPREAD_EXPLORE
-        } else {
-            Self::TIE_SPREAD
-        };
+        let spread = if explore { Self::TIE_SPREAD_EXPLORE } else { Self::TIE_SPREAD };
         Driver {
             inner: Arc::new(Inner {
                 queue: Mutex::new(Queue {
@@ -185,10 +174,7 @@ impl Driver {
         let spread = queue.tie_spread_nanos;
         let extra = queue.ties.below(spread.max(1));
         let now_nanos = u64::try_from(now.as_nanos()).unwrap_or(u64::MAX);
-        let due_nanos = u64::try_from(at.as_nanos())
-            .unwrap_or(u64::MAX)
-            .saturating_sub(extra)
-            .max(now_nanos);
+        let due_nanos = u64::try_from(at.as_nanos()).unwrap_or(u64::MAX).saturating_sub(extra).max(now_nanos);
         let seq = queue.next_seq;
         queue.next_seq += 1;
         let key = Key { due_nanos, seq };
@@ -238,47 +224,32 @@ impl Driver {
 
     /// The due time of the next event, if any.
     pub fn next_due(&self) -> Option<Duration> {
-        self.queue()
-            .pending
-            .first()
-            .map(|k| Duration::from_nanos(k.due_nanos))
+        self.queue().pending.first().map(|k| Duration::from_nanos(k.due_nanos))
     }
 
-    /// Takes every event due at or before `now_nanos`, in firing order.
-    fn take_due(&self, now_nanos: u64) -> Vec<(u64, Event)> {
+    /// Takes the next event due at or before `now_nanos`: the earliest due time; among events due
+    /// at exactly that time, sorted canonically (kind, identity, scheduling order), one picked by
+    /// the seed. One at a time, so an event's action can still cancel the next.
+    fn take_next(&self, now_nanos: u64) -> Option<Event> {
         let mut queue = self.queue();
-        let mut due: Vec<Key> = Vec::new();
-        while let Some(key) = queue.pending.first().copied() {
-            if key.due_nanos > now_nanos {
-                break;
-            }
-            queue.pending.pop_first();
-            due.push(key);
+        let first = *queue.pending.first()?;
+        if first.due_nanos > now_nanos {
+            return None;
         }
-        let mut out = Vec::with_capacity(due.len());
-        let mut i = 0;
-        while i < due.len() {
-            let mut j = i + 1;
-            while j < due.len() && due[j].due_nanos == due[i].due_nanos {
-                j += 1;
-            }
-            let mut group: Vec<(u64, Event)> = due[i..j]
-                .iter()
-                .filter_map(|k| queue.events.remove(&k.seq).map(|e| (k.seq, e)))
-                .collect();
-            // Canonical order first, so the seeded pick does not depend on scheduling accidents.
-            group.sort_by(|a, b| {
-                (&a.1.kind, &a.1.identity, a.0).cmp(&(&b.1.kind, &b.1.identity, b.0))
+        let mut ties: Vec<Key> = queue.pending.iter().take_while(|k| k.due_nanos == first.due_nanos).copied().collect();
+        let key = if ties.len() == 1 {
+            first
+        } else {
+            ties.sort_by(|a, b| {
+                let (ea, eb) = (&queue.events[&a.seq], &queue.events[&b.seq]);
+                (&ea.kind, &ea.identity, a.seq).cmp(&(&eb.kind, &eb.identity, b.seq))
             });
-            while !group.is_empty() {
-                let pick = queue.ties.below(group.len() as u64) as usize;
-                let (_, event) = group.remove(pick);
-                out.push((due[i].due_nanos, event));
-            }
-            i = j;
-        }
-        queue.fired += out.len() as u64;
-        out
+            let pick = queue.ties.below(ties.len() as u64) as usize;
+            ties[pick]
+        };
+        queue.pending.remove(&key);
+        queue.fired += 1;
+        queue.events.remove(&key.seq)
     }
 
     /// The driver loop: runs as a harness task for the whole run.
@@ -300,19 +271,17 @@ impl Driver {
                 }
             }
             let now_nanos = u64::try_from(self.elapsed().as_nanos()).unwrap_or(u64::MAX);
-            for (_due, event) in self.take_due(now_nanos) {
+            while let Some(event) = self.take_next(now_nanos) {
                 if event.recorded {
-                    self.inner.recorder.record_at(
-                        self.elapsed(),
-                        &event.kind,
-                        &event.identity,
-                        &event.detail,
-                    );
+                    self.inner.recorder.record_at(self.elapsed(), &event.kind, &event.identity, &event.detail);
                 }
                 if let Some(action) = event.action {
                     action();
                 }
-                if self.inner.explore && self.queue().ties.ratio(1, 4) {
+                let more = self.next_due().is_some_and(|d| d.as_nanos() as u64 <= now_nanos);
+                if more || (self.inner.explore && self.queue().ties.ratio(1, 4)) {
+                    // Let what this event woke run before the next one (tokio defers a yielding
+                    // task until every task that was ready has run and the drivers were polled).
                     tokio::task::yield_now().await;
                 }
             }

@@ -43,14 +43,7 @@ impl Entry {
 
 impl fmt::Display for Entry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "#{} {} {} {}",
-            self.index,
-            crate::trace::format_elapsed(self.at()),
-            self.kind,
-            self.identity
-        )?;
+        write!(f, "#{} {} {} {}", self.index, crate::trace::format_elapsed(self.at()), self.kind, self.identity)?;
         if !self.detail.is_empty() {
             write!(f, " {}", self.detail)?;
         }
@@ -78,11 +71,7 @@ impl History {
 
     /// An empty history. Its hash is the hash of nothing (`xxh3_64("")`).
     pub fn new() -> History {
-        History {
-            entries: VecDeque::new(),
-            next_index: 0,
-            hash: xxh3_64(b""),
-        }
+        History { entries: VecDeque::new(), next_index: 0, hash: xxh3_64(b"") }
     }
 
     /// Appends an event and returns it (with its index and chained hash).
@@ -145,17 +134,8 @@ pub struct Divergence {
 
 impl fmt::Display for Divergence {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let show = |e: &Option<Entry>| {
-            e.as_ref()
-                .map_or_else(|| "(history ended)".to_string(), Entry::to_string)
-        };
-        write!(
-            f,
-            "first divergent event #{}: {} ≠ {}",
-            self.index,
-            show(&self.left),
-            show(&self.right)
-        )
+        let show = |e: &Option<Entry>| e.as_ref().map_or_else(|| "(history ended)".to_string(), Entry::to_string);
+        write!(f, "first divergent event #{}: {} ≠ {}", self.index, show(&self.left), show(&self.right))
     }
 }
 
@@ -173,11 +153,9 @@ pub fn diff(left: &[Entry], right: &[Entry]) -> Option<Divergence> {
     let len = left.len().max(right.len());
     (0..len).find_map(|i| match (left.get(i), right.get(i)) {
         (Some(a), Some(b)) if same(a, b) => None,
-        (a, b) => Some(Divergence {
-            index: a.or(b).map_or(i as u64, |e| e.index),
-            left: a.cloned(),
-            right: b.cloned(),
-        }),
+        (a, b) => {
+            Some(Divergence { index: a.or(b).map_or(i as u64, |e| e.index), left: a.cloned(), right: b.cloned() })
+        }
     })
 }
 
@@ -191,15 +169,8 @@ pub(crate) struct Recorder {
 }
 
 impl Recorder {
-    pub(crate) fn new(
-        trace: std::sync::Arc<crate::trace::TraceBuf>,
-        start: tokio::time::Instant,
-    ) -> Recorder {
-        Recorder {
-            history: std::sync::Mutex::new(History::new()),
-            trace,
-            start,
-        }
+    pub(crate) fn new(trace: std::sync::Arc<crate::trace::TraceBuf>, start: tokio::time::Instant) -> Recorder {
+        Recorder { history: std::sync::Mutex::new(History::new()), trace, start }
     }
 
     /// Fake time since the run started.
@@ -231,10 +202,7 @@ impl Recorder {
 
     /// A copy of the history so far.
     pub(crate) fn snapshot(&self) -> History {
-        self.history
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.history.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 }
 
@@ -255,33 +223,18 @@ mod tests {
         let a = history(&[("send", "a"), ("recv", "b")]);
         let b = history(&[("send", "a"), ("recv", "b")]);
         assert_eq!(a.hash(), b.hash());
-        assert_eq!(
-            diff(
-                &a.entries().cloned().collect::<Vec<_>>(),
-                &b.entries().cloned().collect::<Vec<_>>()
-            ),
-            None
-        );
+        assert_eq!(diff(&a.entries().cloned().collect::<Vec<_>>(), &b.entries().cloned().collect::<Vec<_>>()), None);
     }
 
     #[test]
     fn diff_names_the_first_divergent_event() {
-        let a: Vec<Entry> = history(&[("send", "a"), ("recv", "b"), ("ack", "a")])
-            .entries()
-            .cloned()
-            .collect();
-        let b: Vec<Entry> = history(&[("send", "a"), ("recv", "c")])
-            .entries()
-            .cloned()
-            .collect();
+        let a: Vec<Entry> = history(&[("send", "a"), ("recv", "b"), ("ack", "a")]).entries().cloned().collect();
+        let b: Vec<Entry> = history(&[("send", "a"), ("recv", "c")]).entries().cloned().collect();
         let d = diff(&a, &b).expect("they differ");
         assert_eq!(d.index, 1);
         assert_eq!(d.left.as_ref().map(|e| e.identity.as_str()), Some("b"));
         assert_eq!(d.right.as_ref().map(|e| e.identity.as_str()), Some("c"));
-        assert!(
-            d.to_string().starts_with("first divergent event #1: #1 "),
-            "{d}"
-        );
+        assert!(d.to_string().starts_with("first divergent event #1: #1 "), "{d}");
         let shorter: Vec<Entry> = a[..2].to_vec();
         let d = diff(&a, &shorter).expect("one is longer");
         assert_eq!((d.index, d.right), (2, None));

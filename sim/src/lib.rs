@@ -30,18 +30,40 @@
 //! rustdocflags = ["--cfg", "tokio_unstable"]
 //! ```
 
+#[cfg(not(tokio_unstable))]
+compile_error!(
+    "sim needs tokio's unstable API (Builder::rng_seed and the task hooks): build with --cfg tokio_unstable. \
+     Add to your project's .cargo/config.toml:\n[build]\nrustflags = [\"--cfg\", \"tokio_unstable\"]\nrustdocflags = [\"--cfg\", \"tokio_unstable\"]\n\
+     If RUSTFLAGS is set in the environment, cargo ignores the config file's rustflags: add --cfg tokio_unstable to RUSTFLAGS too."
+);
+
+// Without tokio_unstable only the error above is reported, not a cascade of missing tokio items.
+#[cfg(tokio_unstable)]
 pub mod driver;
+#[cfg(tokio_unstable)]
 pub mod history;
+#[cfg(tokio_unstable)]
 pub mod net;
+#[cfg(tokio_unstable)]
 pub mod report;
+#[cfg(tokio_unstable)]
 pub mod run;
+#[cfg(tokio_unstable)]
 pub mod runtime;
+#[cfg(tokio_unstable)]
 pub mod seed;
+#[cfg(tokio_unstable)]
 pub mod swarm;
+#[cfg(tokio_unstable)]
 pub mod trace;
 
+#[cfg(tokio_unstable)]
 pub use driver::{Driver, Event, EventId};
+#[cfg(tokio_unstable)]
 pub use report::{Class, Failure, Outcome, Report};
+#[cfg(tokio_unstable)]
 pub use run::{Ctx, Mode, Seeds, Simulation};
+#[cfg(tokio_unstable)]
 pub use seed::{Seed, Source};
+#[cfg(tokio_unstable)]
 pub use swarm::Swarm;

@@ -14,9 +14,7 @@ use std::time::Duration;
 use crate::seed::Seed;
 
 /// What kind of failure a run ended with.
-#[derive(
-    Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
-)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Class {
     /// An oracle found a violated guarantee.
@@ -81,42 +79,22 @@ pub struct Failure {
 impl Failure {
     /// A failure of `class` with a message.
     pub fn new(class: Class, message: impl Into<String>) -> Failure {
-        Failure {
-            class,
-            oracle: None,
-            message: message.into(),
-            at_nanos: None,
-        }
+        Failure { class, oracle: None, message: message.into(), at_nanos: None }
     }
 
     /// A correctness failure found by the oracle named `oracle`.
     pub fn correctness(oracle: impl Into<String>, message: impl Into<String>) -> Failure {
-        Failure {
-            class: Class::Correctness,
-            oracle: Some(oracle.into()),
-            message: message.into(),
-            at_nanos: None,
-        }
+        Failure { class: Class::Correctness, oracle: Some(oracle.into()), message: message.into(), at_nanos: None }
     }
 
     /// A liveness failure found by the oracle named `oracle`.
     pub fn liveness(oracle: impl Into<String>, message: impl Into<String>) -> Failure {
-        Failure {
-            class: Class::Liveness,
-            oracle: Some(oracle.into()),
-            message: message.into(),
-            at_nanos: None,
-        }
+        Failure { class: Class::Liveness, oracle: Some(oracle.into()), message: message.into(), at_nanos: None }
     }
 
     /// An excused violation: reported, but the sweep does not fail.
     pub fn excused(oracle: impl Into<String>, message: impl Into<String>) -> Failure {
-        Failure {
-            class: Class::Excused,
-            oracle: Some(oracle.into()),
-            message: message.into(),
-            at_nanos: None,
-        }
+        Failure { class: Class::Excused, oracle: Some(oracle.into()), message: message.into(), at_nanos: None }
     }
 
     /// Names the oracle.
@@ -178,9 +156,7 @@ impl fmt::Display for Identity {
 fn commit() -> &'static (String, bool) {
     static COMMIT: OnceLock<(String, bool)> = OnceLock::new();
     COMMIT.get_or_init(|| {
-        let dir = std::env::var_os("CARGO_MANIFEST_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("."));
+        let dir = std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
         let git = |args: &[&str]| {
             std::process::Command::new("git")
                 .args(args)
@@ -192,18 +168,18 @@ fn commit() -> &'static (String, bool) {
                 .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         };
         let sha = std::env::var("GITHUB_SHA").ok().filter(|s| !s.is_empty());
-        let commit = sha
-            .clone()
-            .or_else(|| git(&["rev-parse", "HEAD"]))
-            .unwrap_or_else(|| "unknown".to_string());
-        let dirty = sha.is_none()
-            && git(&["status", "--porcelain", "--untracked-files=no"])
-                .is_some_and(|s| !s.is_empty());
+        let commit = sha.clone().or_else(|| git(&["rev-parse", "HEAD"])).unwrap_or_else(|| "unknown".to_string());
+        let dirty = sha.is_none() && git(&["status", "--porcelain"]).is_some_and(|s| !s.is_empty());
         (commit, dirty)
     })
 }
 
 impl Identity {
+    /// The commit and dirty flag: `commit 1a2b3c4d5e6f+dirty`.
+    pub fn short(&self) -> String {
+        format!("commit {}{}", self.commit.get(..12).unwrap_or(&self.commit), if self.dirty { "+dirty" } else { "" })
+    }
+
     pub(crate) fn current(invocation: &Invocation, features: &[String]) -> Identity {
         let (commit, dirty) = commit().clone();
         Identity {
@@ -223,11 +199,7 @@ impl Identity {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum TargetKind {
     /// `cargo test --test <name>` (integration test), `--lib` when `lib` is set.
-    Test {
-        target: String,
-        lib: bool,
-        test: Option<String>,
-    },
+    Test { target: String, lib: bool, test: Option<String> },
     /// `cargo run --example <name>`.
     Example(String),
     /// `cargo run --bin <name>`.
@@ -252,52 +224,28 @@ impl Invocation {
     /// `target/<profile>/examples/<name>` an example), `CARGO_PKG_NAME`, and the calling thread's
     /// name (libtest names each test's thread after the test).
     pub(crate) fn detect(test_override: Option<&str>) -> Invocation {
-        let exe = std::env::current_exe()
-            .unwrap_or_else(|_| PathBuf::from(std::env::args().next().unwrap_or_default()));
+        let exe =
+            std::env::current_exe().unwrap_or_else(|_| PathBuf::from(std::env::args().next().unwrap_or_default()));
         let args: Vec<String> = std::env::args().skip(1).collect();
-        let package = std::env::var("CARGO_PKG_NAME")
-            .ok()
-            .filter(|s| !s.is_empty());
+        let package = std::env::var("CARGO_PKG_NAME").ok().filter(|s| !s.is_empty());
         let parent = exe.parent().map(Path::to_path_buf).unwrap_or_default();
-        let parent_name = parent
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or("")
-            .to_string();
-        let stem = exe
-            .file_stem()
-            .and_then(|n| n.to_str())
-            .unwrap_or("")
-            .to_string();
-        let profile_dir = if parent_name == "deps" || parent_name == "examples" {
-            parent.parent()
-        } else {
-            Some(parent.as_path())
-        };
-        let profile = profile_dir
-            .and_then(|p| p.file_name())
-            .and_then(|n| n.to_str())
-            .unwrap_or("debug")
-            .to_string();
-        let thread_test = std::thread::current()
-            .name()
-            .filter(|n| *n != "main")
-            .map(str::to_string);
+        let parent_name = parent.file_name().and_then(|n| n.to_str()).unwrap_or("").to_string();
+        let stem = exe.file_stem().and_then(|n| n.to_str()).unwrap_or("").to_string();
+        let profile_dir =
+            if parent_name == "deps" || parent_name == "examples" { parent.parent() } else { Some(parent.as_path()) };
+        let profile = profile_dir.and_then(|p| p.file_name()).and_then(|n| n.to_str()).unwrap_or("debug").to_string();
+        let thread_test = std::thread::current().name().filter(|n| *n != "main").map(str::to_string);
         let test = test_override.map(str::to_string).or(thread_test);
         let in_target = profile_dir.and_then(Path::parent).is_some();
         let kind = match parent_name.as_str() {
             "deps" if in_target => {
                 let target = match stem.rsplit_once('-') {
-                    Some((name, hash))
-                        if hash.len() == 16 && hash.chars().all(|c| c.is_ascii_hexdigit()) =>
-                    {
+                    Some((name, hash)) if hash.len() == 16 && hash.chars().all(|c| c.is_ascii_hexdigit()) => {
                         name.to_string()
                     }
                     _ => stem.clone(),
                 };
-                let lib = package
-                    .as_deref()
-                    .is_some_and(|p| p.replace('-', "_") == target);
+                let lib = package.as_deref().is_some_and(|p| p.replace('-', "_") == target);
                 TargetKind::Test { target, lib, test }
             }
             "examples" if in_target => TargetKind::Example(stem),
@@ -306,32 +254,16 @@ impl Invocation {
             }
             _ => TargetKind::Exe(exe.clone()),
         };
-        Invocation {
-            kind,
-            package,
-            profile,
-            exe,
-            args,
-        }
+        Invocation { kind, package, profile, exe, args }
     }
 
     /// The test's name for reports and trace directories.
     pub(crate) fn display_name(&self) -> String {
         match &self.kind {
-            TargetKind::Test {
-                target,
-                test: Some(test),
-                ..
-            } => format!("{target}::{test}"),
-            TargetKind::Test {
-                target, test: None, ..
-            } => target.clone(),
+            TargetKind::Test { target, test: Some(test), .. } => format!("{target}::{test}"),
+            TargetKind::Test { target, test: None, .. } => target.clone(),
             TargetKind::Example(name) | TargetKind::Bin(name) => name.clone(),
-            TargetKind::Exe(path) => path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .unwrap_or("sim")
-                .to_string(),
+            TargetKind::Exe(path) => path.file_name().and_then(|n| n.to_str()).unwrap_or("sim").to_string(),
         }
     }
 
@@ -345,44 +277,21 @@ impl Invocation {
 
     /// The copy-paste command that replays `env` (e.g. `SIM_SEED=7`) under this invocation.
     pub(crate) fn replay_command(&self, env: &[(String, String)], features: &[String]) -> String {
-        let env: String = env
-            .iter()
-            .map(|(k, v)| format!("{k}={} ", shell_quote(v)))
-            .collect();
-        let package = self
-            .package
-            .as_deref()
-            .map(|p| format!(" -p {p}"))
-            .unwrap_or_default();
-        let features = if features.is_empty() {
-            String::new()
-        } else {
-            format!(" --features {}", features.join(","))
-        };
+        let env: String = env.iter().map(|(k, v)| format!("{k}={} ", shell_quote(v))).collect();
+        let package = self.package.as_deref().map(|p| format!(" -p {p}")).unwrap_or_default();
+        let features = if features.is_empty() { String::new() } else { format!(" --features {}", features.join(",")) };
         let profile = self.profile_flag();
         let args = if self.args.is_empty() {
             String::new()
         } else {
-            format!(
-                " -- {}",
-                self.args
-                    .iter()
-                    .map(|a| shell_quote(a))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            )
+            format!(" -- {}", self.args.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" "))
         };
         match &self.kind {
             TargetKind::Test { target, lib, test } => {
-                let which = if *lib {
-                    " --lib".to_string()
-                } else {
-                    format!(" --test {target}")
-                };
-                let filter = test
-                    .as_deref()
-                    .map(|t| format!(" -- {t} --exact --nocapture"))
-                    .unwrap_or_default();
+                let which = if *lib { " --lib".to_string() } else { format!(" --test {target}") };
+                let ignored = if self.ignored() { " --include-ignored" } else { "" };
+                let filter =
+                    test.as_deref().map(|t| format!(" -- {t} --exact{ignored} --nocapture")).unwrap_or_default();
                 format!("{env}cargo test{profile}{package}{which}{features}{filter}")
             }
             TargetKind::Example(name) => {
@@ -391,11 +300,9 @@ impl Invocation {
             TargetKind::Bin(name) => {
                 format!("{env}cargo run{profile}{package} --bin {name}{features}{args}")
             }
-            TargetKind::Exe(path) => format!(
-                "{env}{}{}",
-                shell_quote(&path.display().to_string()),
-                args.replacen(" --", "", 1)
-            ),
+            TargetKind::Exe(path) => {
+                format!("{env}{}{}", shell_quote(&path.display().to_string()), args.replacen(" --", "", 1))
+            }
         }
     }
 
@@ -403,17 +310,21 @@ impl Invocation {
     /// a test; the original arguments otherwise).
     pub(crate) fn rerun_args(&self) -> Option<Vec<String>> {
         match &self.kind {
-            TargetKind::Test {
-                test: Some(test), ..
-            } => Some(vec![
-                test.clone(),
-                "--exact".to_string(),
-                "--nocapture".to_string(),
-                "--test-threads=1".to_string(),
-            ]),
+            TargetKind::Test { test: Some(test), .. } => {
+                let mut args = vec![test.clone(), "--exact".into(), "--nocapture".into(), "--test-threads=1".into()];
+                if self.ignored() {
+                    args.push("--include-ignored".into());
+                }
+                Some(args)
+            }
             TargetKind::Test { test: None, .. } => None,
             _ => Some(self.args.clone()),
         }
+    }
+
+    /// Whether libtest was asked to run ignored tests (so replays must ask too).
+    fn ignored(&self) -> bool {
+        self.args.iter().any(|a| a == "--ignored" || a == "--include-ignored")
     }
 
     /// Whether the executable is a test binary (which libtest filters by name).
@@ -421,40 +332,27 @@ impl Invocation {
         matches!(self.kind, TargetKind::Test { .. })
     }
 
-    /// The directory traces go under: `$CARGO_TARGET_DIR/sim`, else `<target>/sim` found from
-    /// the executable's path, else `target/sim`.
+    /// The directory traces go under: `<target>/sim`, with `<target>` found from the
+    /// executable's path (cargo's layout: `<target>/<profile>/deps/<test>-<hash>`), else
+    /// `$CARGO_TARGET_DIR/sim`, else `target/sim`; always absolute.
     pub(crate) fn trace_root(&self) -> PathBuf {
-        if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
-            return PathBuf::from(dir).join("sim");
-        }
         let mut dir = self.exe.parent();
-        if dir
-            .and_then(Path::file_name)
-            .is_some_and(|n| n == "deps" || n == "examples")
-        {
+        if dir.and_then(Path::file_name).is_some_and(|n| n == "deps" || n == "examples") {
             dir = dir.and_then(Path::parent);
         }
-        match dir.and_then(Path::parent) {
-            Some(target)
-                if matches!(
-                    self.kind,
-                    TargetKind::Test { .. } | TargetKind::Example(_) | TargetKind::Bin(_)
-                ) =>
-            {
-                target.join("sim")
+        let root = match dir.and_then(Path::parent) {
+            Some(target) if !matches!(self.kind, TargetKind::Exe(_)) => target.join("sim"),
+            _ => {
+                std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| PathBuf::from("target"), PathBuf::from).join("sim")
             }
-            _ => PathBuf::from("target").join("sim"),
-        }
+        };
+        std::path::absolute(&root).unwrap_or(root)
     }
 }
 
 /// Quotes a value for a POSIX shell when it needs it.
 pub(crate) fn shell_quote(value: &str) -> String {
-    if !value.is_empty()
-        && value
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./:=,+@%".contains(c))
-    {
+    if !value.is_empty() && value.chars().all(|c| c.is_ascii_alphanumeric() || "-_./:=,+@%".contains(c)) {
         value.to_string()
     } else {
         format!("'{}'", value.replace('\'', "'\\''"))
@@ -475,14 +373,13 @@ pub struct Replays {
 impl fmt::Display for Replays {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.of == 0 {
-            return f.write_str("not confirmed in a fresh process");
+            return match &self.divergence {
+                Some(why) => write!(f, "not confirmed in a fresh process: {why}"),
+                None => f.write_str("not confirmed in a fresh process"),
+            };
         }
         if self.matched == self.of {
-            write!(
-                f,
-                "replays exactly ({} of {} fresh processes)",
-                self.matched, self.of
-            )
+            write!(f, "replays exactly ({} of {} fresh processes)", self.matched, self.of)
         } else {
             write!(f, "replays {} of {}", self.matched, self.of)?;
             if let Some(d) = &self.divergence {
@@ -504,6 +401,18 @@ pub struct Interposed {
     pub clock_reads: u64,
 }
 
+/// Hashes travel as 16 hex digits in JSON: a `u64` above 2^53 does not survive JSON numbers.
+mod hex64 {
+    pub fn serialize<S: serde::Serializer>(value: &u64, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format!("{value:016x}"))
+    }
+
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        let text: String = serde::Deserialize::deserialize(d)?;
+        u64::from_str_radix(&text, 16).map_err(serde::de::Error::custom)
+    }
+}
+
 /// The outcome of one seed.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Outcome {
@@ -514,10 +423,12 @@ pub struct Outcome {
     /// How it failed, or `None` when it passed.
     pub failure: Option<Failure>,
     /// The history's chained hash.
+    #[serde(with = "hex64")]
     pub history_hash: u64,
     /// The number of history events.
     pub events: u64,
     /// The schedule hash: the sequence of polled tasks.
+    #[serde(with = "hex64")]
     pub schedule_hash: u64,
     /// Task polls.
     pub polls: u64,
@@ -583,52 +494,44 @@ impl Report {
         self.failures().next().is_none()
     }
 
-    /// Panics with the summary unless every seed passed.
+    /// Panics unless every seed passed. The full report was printed to stderr when the sweep
+    /// ended; the panic message repeats only the count, the first failing seed and its replay line.
     #[track_caller]
     pub fn assert_passed(&self) {
-        assert!(
-            self.passed(),
-            "simulation {} failed:\n{self}",
-            self.simulation
-        );
+        if let Some(first) = self.first_failure() {
+            let failure = first.failure.as_ref().map_or_else(String::new, |f| f.to_string());
+            panic!(
+                "simulation {}: {} of {} seeds failed (report above); first: seed {}: {failure}\n  replay: {}",
+                self.simulation,
+                self.failures().count(),
+                self.outcomes.len(),
+                first.seed,
+                first.replay
+            );
+        }
     }
 }
 
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let failed: Vec<&Outcome> = self.failures().collect();
-        let excused = self
-            .outcomes
-            .iter()
-            .filter(|o| {
-                o.failure
-                    .as_ref()
-                    .is_some_and(|f| f.class == Class::Excused)
-            })
-            .count();
+        let excused =
+            self.outcomes.iter().filter(|o| o.failure.as_ref().is_some_and(|f| f.class == Class::Excused)).count();
         writeln!(
             f,
-            "sim: {}: {} seeds, {} failed{}, {:.2}s",
+            "sim: {}: {} seed{}, {} failed{}, {:.2}s",
             self.simulation,
             self.outcomes.len(),
+            if self.outcomes.len() == 1 { "" } else { "s" },
             failed.len(),
-            if excused > 0 {
-                format!(", {excused} excused")
-            } else {
-                String::new()
-            },
+            if excused > 0 { format!(", {excused} excused") } else { String::new() },
             self.wall.as_secs_f64()
         )?;
         const SHOWN_MAX: usize = 10;
         for outcome in failed.iter().take(SHOWN_MAX) {
-            let failure = outcome
-                .failure
-                .as_ref()
-                .expect("a failed outcome has a failure");
-            let at = failure
-                .at()
-                .map(|d| format!(" (at {})", crate::trace::format_elapsed(d).trim()))
-                .unwrap_or_default();
+            let failure = outcome.failure.as_ref().expect("a failed outcome has a failure");
+            let at =
+                failure.at().map(|d| format!(" (at {})", crate::trace::format_elapsed(d).trim())).unwrap_or_default();
             writeln!(f, "  seed {}{at}: {failure}", outcome.seed)?;
             if let Some(replays) = &outcome.replays {
                 writeln!(f, "    {replays}")?;
@@ -639,16 +542,8 @@ impl fmt::Display for Report {
             }
         }
         if failed.len() > SHOWN_MAX {
-            let rest: Vec<String> = failed[SHOWN_MAX..]
-                .iter()
-                .map(|o| o.seed.to_string())
-                .collect();
-            writeln!(
-                f,
-                "  … and {} more failing seeds: {}",
-                rest.len(),
-                rest.join(" ")
-            )?;
+            let rest: Vec<String> = failed[SHOWN_MAX..].iter().map(|o| o.seed.to_string()).collect();
+            writeln!(f, "  … and {} more failing seeds: {}", rest.len(), rest.join(" "))?;
         }
         Ok(())
     }
@@ -674,15 +569,7 @@ pub(crate) fn write_trace(
 }
 
 fn sanitize(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
+    name.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect()
 }
 
 /// Appends one JSON line for `outcome` to the file `SIM_JSON` names (if set).
@@ -695,19 +582,15 @@ pub(crate) fn append_json(outcome: &Outcome, identity: &Identity) -> std::io::Re
         #[serde(flatten)]
         outcome: &'a Outcome,
         class: Option<Class>,
+        oracle: Option<&'a str>,
         identity: &'a Identity,
     }
-    let line = Line {
-        outcome,
-        class: outcome.failure.as_ref().map(|f| f.class),
-        identity,
-    };
+    let failure = outcome.failure.as_ref();
+    let line =
+        Line { outcome, class: failure.map(|f| f.class), oracle: failure.and_then(|f| f.oracle.as_deref()), identity };
     let mut text = serde_json::to_string(&line).map_err(std::io::Error::other)?;
     text.push('\n');
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)?;
+    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
     file.write_all(text.as_bytes())
 }
 
@@ -737,26 +620,14 @@ mod tests {
     #[test]
     fn replay_commands_name_the_target_profile_and_features() {
         let env = vec![("SIM_SEED".to_string(), "7".to_string())];
-        let test = invocation(
-            TargetKind::Test {
-                target: "cart".into(),
-                lib: false,
-                test: Some("checkout".into()),
-            },
-            "debug",
-        );
+        let test =
+            invocation(TargetKind::Test { target: "cart".into(), lib: false, test: Some("checkout".into()) }, "debug");
         assert_eq!(
             test.replay_command(&env, &[]),
             "SIM_SEED=7 cargo test -p shop --test cart -- checkout --exact --nocapture"
         );
-        let lib = invocation(
-            TargetKind::Test {
-                target: "shop".into(),
-                lib: true,
-                test: Some("a::b".into()),
-            },
-            "release",
-        );
+        let lib =
+            invocation(TargetKind::Test { target: "shop".into(), lib: true, test: Some("a::b".into()) }, "release");
         assert_eq!(
             lib.replay_command(&env, &["planted".into()]),
             "SIM_SEED=7 cargo test --release -p shop --lib --features planted -- a::b --exact --nocapture"

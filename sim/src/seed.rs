@@ -29,9 +29,7 @@ use rand_core::{Rng, SeedableRng};
 /// The root of every choice in a run: a plain `u64`.
 ///
 /// Displayed in decimal; parsed from decimal or `0x`-prefixed hexadecimal.
-#[derive(
-    Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, serde::Serialize, serde::Deserialize,
-)]
+#[derive(Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Seed(pub u64);
 
 impl Seed {
@@ -41,13 +39,7 @@ impl Seed {
         const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
         const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
         let mut hash = FNV_OFFSET;
-        for byte in self
-            .0
-            .to_le_bytes()
-            .iter()
-            .chain([0xffu8].iter())
-            .chain(label.as_bytes())
-        {
+        for byte in self.0.to_le_bytes().iter().chain([0xffu8].iter()).chain(label.as_bytes()) {
             hash ^= u64::from(*byte);
             hash = hash.wrapping_mul(FNV_PRIME);
         }
@@ -57,9 +49,7 @@ impl Seed {
     /// The seed at a `/`-separated label path: `seed.path("a/b") == seed.child("a").child("b")`.
     /// Empty segments are skipped.
     pub fn path(self, path: &str) -> Seed {
-        path.split('/')
-            .filter(|s| !s.is_empty())
-            .fold(self, Seed::child)
+        path.split('/').filter(|s| !s.is_empty()).fold(self, Seed::child)
     }
 
     /// A PRNG-fed [`Source`] keyed from this seed.
@@ -152,20 +142,13 @@ pub struct Source {
 impl Source {
     /// A PRNG source keyed from `seed` (ChaCha8, 32-byte key from [`Seed::bytes32`]).
     pub fn from_seed(seed: Seed) -> Source {
-        Source {
-            feed: Feed::Prng(Box::new(ChaCha8Rng::from_seed(seed.bytes32()))),
-        }
+        Source { feed: Feed::Prng(Box::new(ChaCha8Rng::from_seed(seed.bytes32()))) }
     }
 
     /// A source fed by finite fuzz bytes. When they run out every draw returns its simplest
     /// value (see the module docs).
     pub fn from_bytes(bytes: impl Into<Vec<u8>>) -> Source {
-        Source {
-            feed: Feed::Bytes(Arc::new(Mutex::new(ByteFeed {
-                data: bytes.into(),
-                pos: 0,
-            }))),
-        }
+        Source { feed: Feed::Bytes(Arc::new(Mutex::new(ByteFeed { data: bytes.into(), pos: 0 }))) }
     }
 
     /// A source fed by the rest of an [`arbitrary::Unstructured`] (as handed out by a
@@ -194,9 +177,7 @@ impl Source {
     pub(crate) fn sibling(&self, seed: Seed) -> Source {
         match &self.feed {
             Feed::Prng(_) => Source::from_seed(seed),
-            Feed::Bytes(feed) => Source {
-                feed: Feed::Bytes(Arc::clone(feed)),
-            },
+            Feed::Bytes(feed) => Source { feed: Feed::Bytes(Arc::clone(feed)) },
         }
     }
 
@@ -221,10 +202,7 @@ impl Source {
     /// # Panics
     /// If `n == 0` (an empty range has no value to draw).
     pub fn below(&mut self, n: u64) -> u64 {
-        assert!(
-            n > 0,
-            "Source::below(0): an empty range has no value to draw"
-        );
+        assert!(n > 0, "Source::below(0): an empty range has no value to draw");
         if n == 1 {
             return 0;
         }
@@ -321,8 +299,7 @@ impl Source {
     /// # Panics
     /// If the range is empty or wider than `u64::MAX` nanoseconds (about 584 years).
     pub fn duration(&mut self, range: RangeInclusive<Duration>) -> Duration {
-        let lo =
-            u64::try_from(range.start().as_nanos()).expect("Source::duration: bound too large");
+        let lo = u64::try_from(range.start().as_nanos()).expect("Source::duration: bound too large");
         let hi = u64::try_from(range.end().as_nanos()).expect("Source::duration: bound too large");
         Duration::from_nanos(self.range(lo..=hi))
     }
@@ -371,10 +348,7 @@ impl Tree {
     /// A tree whose streams all read the one byte feed of `fuzz` (in draw order). `root` still
     /// keys what must not come from the fuzzer (the runtime's `getrandom` stream).
     pub fn fuzzed(root: Seed, fuzz: Source) -> Tree {
-        Tree {
-            root,
-            fuzz: Some(fuzz),
-        }
+        Tree { root, fuzz: Some(fuzz) }
     }
 
     /// The root seed.

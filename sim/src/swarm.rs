@@ -67,9 +67,7 @@ pub enum SwarmError {
         expected: String,
     },
     /// Overrides name dimensions this simulation never drew.
-    #[error(
-        "swarm overrides name dimensions this simulation does not draw: {unknown:?} (it draws: {known:?})"
-    )]
+    #[error("swarm overrides name dimensions this simulation does not draw: {unknown:?} (it draws: {known:?})")]
     Unknown {
         /// The names never drawn.
         unknown: Vec<String>,
@@ -85,9 +83,7 @@ pub enum SwarmError {
 pub fn parse_overrides(text: &str) -> Result<BTreeMap<String, String>, SwarmError> {
     let mut out = BTreeMap::new();
     for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let (name, value) = item
-            .split_once('=')
-            .ok_or_else(|| SwarmError::Syntax(text.to_string()))?;
+        let (name, value) = item.split_once('=').ok_or_else(|| SwarmError::Syntax(text.to_string()))?;
         let name = name.trim();
         if name.is_empty() {
             return Err(SwarmError::Syntax(text.to_string()));
@@ -149,14 +145,7 @@ pub struct Swarm {
 impl Swarm {
     /// A swarm drawing from `tree` with the given overrides (name → value text).
     pub fn new(tree: Tree, overrides: BTreeMap<String, String>) -> Swarm {
-        Swarm {
-            state: Arc::new(Mutex::new(State {
-                tree,
-                overrides,
-                drawn: BTreeMap::new(),
-                errors: Vec::new(),
-            })),
-        }
+        Swarm { state: Arc::new(Mutex::new(State { tree, overrides, drawn: BTreeMap::new(), errors: Vec::new() })) }
     }
 
     fn dimension(
@@ -173,11 +162,7 @@ impl Swarm {
             Some(text) => match parse(&text) {
                 Ok(value) => value,
                 Err(expected) => {
-                    state.errors.push(SwarmError::Value {
-                        name: name.to_string(),
-                        value: text,
-                        expected,
-                    });
+                    state.errors.push(SwarmError::Value { name: name.to_string(), value: text, expected });
                     let mut source = state.tree.source(&format!("swarm/{name}"));
                     draw(&mut source)
                 }
@@ -197,12 +182,7 @@ impl Swarm {
         let value = self.dimension(
             name,
             |s| Value::Int(edge_biased(s, lo, hi)),
-            |t| {
-                t.trim()
-                    .parse()
-                    .map(Value::Int)
-                    .map_err(|_| "an integer".to_string())
-            },
+            |t| t.trim().parse().map(Value::Int).map_err(|_| "an integer".to_string()),
         );
         match value {
             Value::Int(v) => v,
@@ -219,11 +199,7 @@ impl Swarm {
         let value = self.dimension(
             name,
             |s| Value::Duration(Duration::from_nanos(edge_biased(s, lo, hi))),
-            |t| {
-                parse_duration(t)
-                    .map(Value::Duration)
-                    .ok_or_else(|| "a duration such as 0ms, 250us, 1.5s".to_string())
-            },
+            |t| parse_duration(t).map(Value::Duration).ok_or_else(|| "a duration such as 0ms, 250us, 1.5s".to_string()),
         );
         match value {
             Value::Duration(v) => v,
@@ -279,10 +255,7 @@ impl Swarm {
     /// # Panics
     /// If `options` is empty.
     pub fn choice<'a>(&self, name: &str, options: &[&'a str]) -> &'a str {
-        assert!(
-            !options.is_empty(),
-            "swarm dimension {name:?}: no options to choose from"
-        );
+        assert!(!options.is_empty(), "swarm dimension {name:?}: no options to choose from");
         let value = self.dimension(
             name,
             |s| Value::Choice((*s.choose(options).expect("options are not empty")).to_string()),
@@ -292,11 +265,7 @@ impl Swarm {
             },
         );
         match value {
-            Value::Choice(c) => options
-                .iter()
-                .find(|o| **o == c)
-                .copied()
-                .unwrap_or(options[0]),
+            Value::Choice(c) => options.iter().find(|o| **o == c).copied().unwrap_or(options[0]),
             other => {
                 panic!("swarm dimension {name:?} was drawn as {other:?}, now asked as a choice")
             }
@@ -305,37 +274,21 @@ impl Swarm {
 
     /// Every dimension drawn so far, by name.
     pub fn values(&self) -> BTreeMap<String, Value> {
-        self.state
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .drawn
-            .clone()
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).drawn.clone()
     }
 
     /// The dimensions as `name=value,…` (the `SIM_SWARM` format), sorted by name.
     pub fn describe(&self) -> String {
-        self.values()
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(",")
+        self.values().iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",")
     }
 
     /// Problems with the overrides: values that did not parse, and names never drawn.
     pub fn errors(&self) -> Vec<SwarmError> {
         let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let mut errors = state.errors.clone();
-        let unknown: Vec<String> = state
-            .overrides
-            .keys()
-            .filter(|k| !state.drawn.contains_key(*k))
-            .cloned()
-            .collect();
+        let unknown: Vec<String> = state.overrides.keys().filter(|k| !state.drawn.contains_key(*k)).cloned().collect();
         if !unknown.is_empty() {
-            errors.push(SwarmError::Unknown {
-                unknown,
-                known: state.drawn.keys().cloned().collect(),
-            });
+            errors.push(SwarmError::Unknown { unknown, known: state.drawn.keys().cloned().collect() });
         }
         errors
     }
@@ -361,10 +314,7 @@ mod tests {
         let o = parse_overrides("latency=0ms, replicas=1").expect("valid");
         assert_eq!(o.get("latency").map(String::as_str), Some("0ms"));
         assert_eq!(o.get("replicas").map(String::as_str), Some("1"));
-        assert!(matches!(
-            parse_overrides("latency"),
-            Err(SwarmError::Syntax(_))
-        ));
+        assert!(matches!(parse_overrides("latency"), Err(SwarmError::Syntax(_))));
         assert!(matches!(parse_overrides("=3"), Err(SwarmError::Syntax(_))));
     }
 
@@ -391,11 +341,7 @@ mod tests {
         assert_eq!(a.int("replicas", 1..=3), first, "drawn once per run");
         let b = Swarm::new(Tree::new(Seed(9)), BTreeMap::new());
         let _ = b.duration("latency", Duration::ZERO..=Duration::from_millis(5));
-        assert_eq!(
-            b.int("replicas", 1..=3),
-            first,
-            "another dimension drawn first changes nothing"
-        );
+        assert_eq!(b.int("replicas", 1..=3), first, "another dimension drawn first changes nothing");
         assert_eq!(a.describe(), format!("replicas={first}"));
     }
 
@@ -408,12 +354,6 @@ mod tests {
         assert!(s.flag("on", 0.0));
         let errors = s.errors();
         assert_eq!(errors.len(), 1);
-        assert!(
-            errors[0]
-                .to_string()
-                .contains("one of [\"safe\", \"quick\"]"),
-            "{}",
-            errors[0]
-        );
+        assert!(errors[0].to_string().contains("one of [\"safe\", \"quick\"]"), "{}", errors[0]);
     }
 }

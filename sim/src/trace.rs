@@ -62,11 +62,7 @@ impl TraceBuf {
         let lines = self.lines.lock().unwrap_or_else(|p| p.into_inner());
         let mut out = Vec::with_capacity(lines.kept.len() + 1);
         if lines.dropped > 0 {
-            out.push(format!(
-                "… {} earlier lines dropped (TraceBuf::LINES_MAX = {})",
-                lines.dropped,
-                Self::LINES_MAX
-            ));
+            out.push(format!("… {} earlier lines dropped (TraceBuf::LINES_MAX = {})", lines.dropped, Self::LINES_MAX));
         }
         out.extend(lines.kept.iter().cloned());
         out
@@ -75,12 +71,7 @@ impl TraceBuf {
     /// The last `n` lines.
     pub fn tail(&self, n: usize) -> Vec<String> {
         let lines = self.lines.lock().unwrap_or_else(|p| p.into_inner());
-        lines
-            .kept
-            .iter()
-            .skip(lines.kept.len().saturating_sub(n))
-            .cloned()
-            .collect()
+        lines.kept.iter().skip(lines.kept.len().saturating_sub(n)).cloned().collect()
     }
 }
 
@@ -112,8 +103,7 @@ impl io::Write for LineWriter {
         self.pending.extend_from_slice(data);
         while let Some(pos) = self.pending.iter().position(|&b| b == b'\n') {
             let line: Vec<u8> = self.pending.drain(..=pos).collect();
-            self.buf
-                .push(String::from_utf8_lossy(&line[..line.len() - 1]).into_owned());
+            self.buf.push(String::from_utf8_lossy(&line[..line.len() - 1]).into_owned());
         }
         Ok(data.len())
     }
@@ -126,8 +116,7 @@ impl io::Write for LineWriter {
 impl Drop for LineWriter {
     fn drop(&mut self) {
         if !self.pending.is_empty() {
-            self.buf
-                .push(String::from_utf8_lossy(&self.pending).into_owned());
+            self.buf.push(String::from_utf8_lossy(&self.pending).into_owned());
         }
     }
 }
@@ -135,10 +124,7 @@ impl Drop for LineWriter {
 impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for TraceWriter {
     type Writer = LineWriter;
     fn make_writer(&'a self) -> Self::Writer {
-        LineWriter {
-            buf: Arc::clone(&self.buf),
-            pending: Vec::new(),
-        }
+        LineWriter { buf: Arc::clone(&self.buf), pending: Vec::new() }
     }
 }
 
@@ -147,9 +133,7 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for TraceWriter {
 fn filter(buf: &TraceBuf) -> Targets {
     let text = std::env::var("SIM_LOG").unwrap_or_else(|_| "info".to_string());
     Targets::from_str(&text).unwrap_or_else(|e| {
-        buf.push(format!(
-            "SIM_LOG={text:?} is not a target list ({e}); using info"
-        ));
+        buf.push(format!("SIM_LOG={text:?} is not a target list ({e}); using info"));
         Targets::new().with_default(tracing::Level::INFO)
     })
 }

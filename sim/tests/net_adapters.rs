@@ -12,49 +12,33 @@ use sim::net::adapters::{Connector, Incoming, ServeListener};
 use sim::{Ctx, Failure, Simulation};
 
 fn check(ok: bool, what: impl Into<String>) -> Result<(), Failure> {
-    if ok {
-        Ok(())
-    } else {
-        Err(Failure::correctness("adapter", what))
-    }
+    if ok { Ok(()) } else { Err(Failure::correctness("adapter", what)) }
 }
 
 fn fail(e: impl std::fmt::Display) -> Failure {
     Failure::correctness("adapter", e.to_string())
 }
 
-async fn hello(
-    req: hyper::Request<hyper::body::Incoming>,
-) -> Result<hyper::Response<Full<Bytes>>, Infallible> {
-    Ok(hyper::Response::new(Full::new(Bytes::from(format!(
-        "hello {} via {:?}",
-        req.uri().path(),
-        req.version()
-    )))))
+async fn hello(req: hyper::Request<hyper::body::Incoming>) -> Result<hyper::Response<Full<Bytes>>, Infallible> {
+    Ok(hyper::Response::new(Full::new(Bytes::from(format!("hello {} via {:?}", req.uri().path(), req.version())))))
 }
 
 #[test]
 fn hyper_http1_and_http2_over_the_simulated_network_replay_exactly() {
-    let report = Simulation::new("hyper_over_sim_net")
-        .seeds(0..10)
-        .repeat(2)
-        .repeat_processes(2)
-        .run(|ctx: Ctx| async move {
+    let report =
+        Simulation::new("hyper_over_sim_net").seeds(0..10).repeat(2).repeat_processes(2).run(|ctx: Ctx| async move {
             let net = ctx.net();
             let server = net.host("server");
             let listener = server.listen("80").map_err(fail)?;
-            tokio::spawn(sim::net::adapters::serve(
-                listener,
-                |stream, _peer| async move {
-                    let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                        .http1()
-                        .timer(TokioTimer::new())
-                        .http2()
-                        .timer(TokioTimer::new())
-                        .serve_connection(TokioIo::new(stream), hyper::service::service_fn(hello))
-                        .await;
-                },
-            ));
+            tokio::spawn(sim::net::adapters::serve(listener, |stream, _peer| async move {
+                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                    .http1()
+                    .timer(TokioTimer::new())
+                    .http2()
+                    .timer(TokioTimer::new())
+                    .serve_connection(TokioIo::new(stream), hyper::service::service_fn(hello))
+                    .await;
+            }));
 
             // HTTP/1.1 through hyper-util's pooled client and the simulated connector.
             let client = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
@@ -62,21 +46,11 @@ fn hyper_http1_and_http2_over_the_simulated_network_replay_exactly() {
                 .pool_timer(TokioTimer::new())
                 .build::<_, Full<Bytes>>(Connector::new(net.host("client")));
             for i in 0..3 {
-                let response = client
-                    .get(format!("http://server/h1/{i}").parse().map_err(fail)?)
-                    .await
-                    .map_err(fail)?;
-                let body = response
-                    .into_body()
-                    .collect()
-                    .await
-                    .map_err(fail)?
-                    .to_bytes();
+                let response =
+                    client.get(format!("http://server/h1/{i}").parse().map_err(fail)?).await.map_err(fail)?;
+                let body = response.into_body().collect().await.map_err(fail)?.to_bytes();
                 ctx.record("h1.response", "client", String::from_utf8_lossy(&body));
-                check(
-                    body == format!("hello /h1/{i} via HTTP/1.1"),
-                    format!("unexpected body {body:?}"),
-                )?;
+                check(body == format!("hello /h1/{i} via HTTP/1.1"), format!("unexpected body {body:?}"))?;
             }
 
             // HTTP/2 on one connection, several concurrent requests.
@@ -96,17 +70,9 @@ fn hyper_http1_and_http2_over_the_simulated_network_replay_exactly() {
                         .body(Full::new(Bytes::new()))
                         .map_err(fail)?;
                     let response = sender.send_request(req).await.map_err(fail)?;
-                    let body = response
-                        .into_body()
-                        .collect()
-                        .await
-                        .map_err(fail)?
-                        .to_bytes();
+                    let body = response.into_body().collect().await.map_err(fail)?.to_bytes();
                     ctx.record("h2.response", "client2", String::from_utf8_lossy(&body));
-                    check(
-                        body == format!("hello /h2/{i} via HTTP/2.0"),
-                        format!("unexpected body {body:?}"),
-                    )
+                    check(body == format!("hello /h2/{i} via HTTP/2.0"), format!("unexpected body {body:?}"))
                 });
             }
             while let Some(done) = requests.join_next().await {
@@ -115,27 +81,19 @@ fn hyper_http1_and_http2_over_the_simulated_network_replay_exactly() {
             Ok(())
         });
     report.assert_passed();
-    assert!(
-        report.outcomes.iter().all(|o| o.events > 10),
-        "the network recorded its deliveries"
-    );
+    assert!(report.outcomes.iter().all(|o| o.events > 10), "the network recorded its deliveries");
 }
 
 #[test]
 fn axum_serves_on_the_simulated_network() {
-    let report = Simulation::new("axum_over_sim_net")
-        .seeds(0..10)
-        .repeat(2)
-        .repeat_processes(1)
-        .run(|ctx: Ctx| async move {
+    let report =
+        Simulation::new("axum_over_sim_net").seeds(0..10).repeat(2).repeat_processes(1).run(|ctx: Ctx| async move {
             let net = ctx.net();
             let listener = net.host("api").listen("8080").map_err(fail)?;
             let app = axum::Router::new().route(
                 "/items/{id}",
                 axum::routing::get(
-                    |axum::extract::Path(id): axum::extract::Path<u32>| async move {
-                        format!("item {id}")
-                    },
+                    |axum::extract::Path(id): axum::extract::Path<u32>| async move { format!("item {id}") },
                 ),
             );
             tokio::spawn(async move {
@@ -146,30 +104,12 @@ fn axum_serves_on_the_simulated_network() {
                 .pool_timer(TokioTimer::new())
                 .build::<_, Full<Bytes>>(Connector::new(net.host("web")));
             for id in [3, 14, 15] {
-                let response = client
-                    .get(
-                        format!("http://api:8080/items/{id}")
-                            .parse()
-                            .map_err(fail)?,
-                    )
-                    .await
-                    .map_err(fail)?;
+                let response =
+                    client.get(format!("http://api:8080/items/{id}").parse().map_err(fail)?).await.map_err(fail)?;
                 let status = response.status();
-                let body = response
-                    .into_body()
-                    .collect()
-                    .await
-                    .map_err(fail)?
-                    .to_bytes();
-                ctx.record(
-                    "axum.response",
-                    "web",
-                    format!("{status} {}", String::from_utf8_lossy(&body)),
-                );
-                check(
-                    status == 200 && body == format!("item {id}"),
-                    format!("{status} {body:?}"),
-                )?;
+                let body = response.into_body().collect().await.map_err(fail)?.to_bytes();
+                ctx.record("axum.response", "web", format!("{status} {}", String::from_utf8_lossy(&body)));
+                check(status == 200 && body == format!("item {id}"), format!("{status} {body:?}"))?;
             }
             Ok(())
         });
@@ -182,17 +122,12 @@ fn tonic_unary_and_server_stream_over_the_simulated_network() {
     use tonic_health::pb::health_check_response::ServingStatus;
     use tonic_health::pb::health_client::HealthClient;
 
-    let report = Simulation::new("tonic_over_sim_net")
-        .seeds(0..10)
-        .repeat(2)
-        .repeat_processes(1)
-        .run(|ctx: Ctx| async move {
+    let report =
+        Simulation::new("tonic_over_sim_net").seeds(0..10).repeat(2).repeat_processes(1).run(|ctx: Ctx| async move {
             let net = ctx.net();
             let listener = net.host("grpc").listen("50051").map_err(fail)?;
             let (reporter, service) = tonic_health::server::health_reporter();
-            reporter
-                .set_service_status("ledger", tonic_health::ServingStatus::Serving)
-                .await;
+            reporter.set_service_status("ledger", tonic_health::ServingStatus::Serving).await;
             tokio::spawn(async move {
                 let _ = tonic::transport::Server::builder()
                     .add_service(service)
@@ -205,48 +140,20 @@ fn tonic_unary_and_server_stream_over_the_simulated_network() {
                 .map_err(fail)?;
             let mut client = HealthClient::new(channel);
 
-            let unary = client
-                .check(HealthCheckRequest {
-                    service: "ledger".into(),
-                })
-                .await
-                .map_err(fail)?;
-            ctx.record(
-                "grpc.check",
-                "caller",
-                format!("{:?}", unary.get_ref().status()),
-            );
-            check(
-                unary.get_ref().status() == ServingStatus::Serving,
-                "the unary call returns SERVING",
-            )?;
+            let unary = client.check(HealthCheckRequest { service: "ledger".into() }).await.map_err(fail)?;
+            ctx.record("grpc.check", "caller", format!("{:?}", unary.get_ref().status()));
+            check(unary.get_ref().status() == ServingStatus::Serving, "the unary call returns SERVING")?;
 
-            let mut watch = client
-                .watch(HealthCheckRequest {
-                    service: "ledger".into(),
-                })
-                .await
-                .map_err(fail)?
-                .into_inner();
-            let first = watch
-                .message()
-                .await
-                .map_err(fail)?
-                .ok_or_else(|| fail("the stream ended early"))?;
+            let mut watch =
+                client.watch(HealthCheckRequest { service: "ledger".into() }).await.map_err(fail)?.into_inner();
+            let first = watch.message().await.map_err(fail)?.ok_or_else(|| fail("the stream ended early"))?;
             ctx.record("grpc.watch", "caller", format!("{:?}", first.status()));
             tokio::time::sleep(Duration::from_millis(50)).await;
-            reporter
-                .set_service_status("ledger", tonic_health::ServingStatus::NotServing)
-                .await;
-            let second = watch
-                .message()
-                .await
-                .map_err(fail)?
-                .ok_or_else(|| fail("the stream ended early"))?;
+            reporter.set_service_status("ledger", tonic_health::ServingStatus::NotServing).await;
+            let second = watch.message().await.map_err(fail)?.ok_or_else(|| fail("the stream ended early"))?;
             ctx.record("grpc.watch", "caller", format!("{:?}", second.status()));
             check(
-                first.status() == ServingStatus::Serving
-                    && second.status() == ServingStatus::NotServing,
+                first.status() == ServingStatus::Serving && second.status() == ServingStatus::NotServing,
                 "the stream follows the status",
             )?;
             Ok(())

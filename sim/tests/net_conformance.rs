@@ -22,10 +22,7 @@ where
     F: FnOnce() -> Fut,
     Fut: Future<Output = Vec<String>>,
 {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     rt.block_on(body())
 }
 
@@ -43,7 +40,10 @@ macro_rules! conformance {
                     let got = $body(&Sim::new(&ctx)).await;
                     ctx.record("observations", "body", got.join(" | "));
                     if got != expected {
-                        return Err(Failure::correctness("conformance", format!("the simulated network observed\n{got:#?}\nLinux observed\n{expected:#?}")));
+                        return Err(Failure::correctness(
+                            "conformance",
+                            format!("the simulated network observed\n{got:#?}\nLinux observed\n{expected:#?}"),
+                        ));
                     }
                     Ok(())
                 }
@@ -61,10 +61,7 @@ async fn fin_then_write<S: Stack>(s: &S) -> Vec<String> {
     let mut server = s.accept(&listener).await.unwrap();
     drop(client);
     settle().await;
-    out.push(format!(
-        "write#1 after peer FIN: {}",
-        write(&mut server, b"hello").await
-    ));
+    out.push(format!("write#1 after peer FIN: {}", write(&mut server, b"hello").await));
     settle().await;
     out.push(format!("write#2: {}", write(&mut server, b"hello").await));
     out.push(format!("write#3: {}", write(&mut server, b"hello").await));
@@ -75,27 +72,12 @@ async fn fin_then_write<S: Stack>(s: &S) -> Vec<String> {
     let mut server = s.accept(&listener).await.unwrap();
     drop(client);
     settle().await;
-    out.push(format!(
-        "[variant] read after FIN: {}",
-        read(&mut server).await
-    ));
-    out.push(format!(
-        "[variant] write#1: {}",
-        write(&mut server, b"x").await
-    ));
+    out.push(format!("[variant] read after FIN: {}", read(&mut server).await));
+    out.push(format!("[variant] write#1: {}", write(&mut server, b"x").await));
     settle().await;
-    out.push(format!(
-        "[variant] read after RST-in-CLOSE_WAIT: {}",
-        read(&mut server).await
-    ));
-    out.push(format!(
-        "[variant] write#2: {}",
-        write(&mut server, b"x").await
-    ));
-    out.push(format!(
-        "[variant] write_all(1MiB) after FIN: {}",
-        obs(&server.write_all(&vec![7u8; 1 << 20]).await)
-    ));
+    out.push(format!("[variant] read after RST-in-CLOSE_WAIT: {}", read(&mut server).await));
+    out.push(format!("[variant] write#2: {}", write(&mut server, b"x").await));
+    out.push(format!("[variant] write_all(1MiB) after FIN: {}", obs(&server.write_all(&vec![7u8; 1 << 20]).await)));
     out
 }
 
@@ -121,12 +103,7 @@ conformance!(
 async fn close_with_unread<S: Stack>(s: &S) -> Vec<String> {
     let mut out = Vec::new();
     let (listener, addr) = s.listen(128).await.unwrap();
-    for variant in [
-        "",
-        "[write-first] ",
-        "[no server data] ",
-        "[FIN then close-with-unread] ",
-    ] {
+    for variant in ["", "[write-first] ", "[no server data] ", "[FIN then close-with-unread] "] {
         let mut client = s.connect(&addr).await.unwrap();
         let mut server = s.accept(&listener).await.unwrap();
         client.write_all(b"from-client").await.unwrap();
@@ -141,24 +118,15 @@ async fn close_with_unread<S: Stack>(s: &S) -> Vec<String> {
         settle().await;
         match variant {
             "" => {
-                out.push(format!(
-                    "read#1 (server data queued before RST): {}",
-                    read(&mut client).await
-                ));
+                out.push(format!("read#1 (server data queued before RST): {}", read(&mut client).await));
                 out.push(format!("read#2: {}", read(&mut client).await));
                 out.push(format!("read#3: {}", read(&mut client).await));
                 out.push(format!("write#1: {}", write(&mut client, b"x").await));
                 out.push(format!("write#2: {}", write(&mut client, b"x").await));
             }
             "[write-first] " => {
-                out.push(format!(
-                    "{variant}write#1: {}",
-                    write(&mut client, b"x").await
-                ));
-                out.push(format!(
-                    "{variant}write#2: {}",
-                    write(&mut client, b"x").await
-                ));
+                out.push(format!("{variant}write#1: {}", write(&mut client, b"x").await));
+                out.push(format!("{variant}write#2: {}", write(&mut client, b"x").await));
                 out.push(format!("{variant}read#1: {}", read(&mut client).await));
                 out.push(format!("{variant}read#2: {}", read(&mut client).await));
             }
@@ -168,14 +136,8 @@ async fn close_with_unread<S: Stack>(s: &S) -> Vec<String> {
             }
             _ => {
                 out.push(format!("{variant}read#1: {}", read(&mut client).await));
-                out.push(format!(
-                    "{variant}write#1: {}",
-                    write(&mut client, b"x").await
-                ));
-                out.push(format!(
-                    "{variant}write#2: {}",
-                    write(&mut client, b"x").await
-                ));
+                out.push(format!("{variant}write#1: {}", write(&mut client, b"x").await));
+                out.push(format!("{variant}write#2: {}", write(&mut client, b"x").await));
             }
         }
     }
@@ -221,14 +183,8 @@ async fn backlog<S: Stack>(s: &S) -> Vec<String> {
                 Err(_) => results.push(format!("#{i}:timed out")),
             }
         }
-        out.push(format!(
-            "listen({backlog}) connects without accept: {}",
-            results.join(" ")
-        ));
-        out.push(format!(
-            "write before accept: {}",
-            write(&mut held[0], b"early").await
-        ));
+        out.push(format!("listen({backlog}) connects without accept: {}", results.join(" ")));
+        out.push(format!("write before accept: {}", write(&mut held[0], b"early").await));
         let mut first = s.accept(&listener).await.unwrap();
         out.push(format!("accepted#0 reads: {}", read(&mut first).await));
         // tokio's Instant is the real clock on the real runtime and the fake one in a simulation.
@@ -237,11 +193,7 @@ async fn backlog<S: Stack>(s: &S) -> Vec<String> {
         let waited = started.elapsed();
         out.push(format!(
             "connect after 1 accept: {} in {}s",
-            if matches!(again, Ok(Ok(_))) {
-                "Ok"
-            } else {
-                "failed"
-            },
+            if matches!(again, Ok(Ok(_))) { "Ok" } else { "failed" },
             waited.as_millis() / 1000
         ));
         // The queue is full again: a connect now waits for its SYN retry, after an accept at +300ms.
@@ -251,18 +203,11 @@ async fn backlog<S: Stack>(s: &S) -> Vec<String> {
             s.accept(&listener).await.unwrap()
         };
         let start = Instant::now();
-        let (connected, _accepted) = tokio::join!(
-            tokio::time::timeout(Duration::from_secs(5), pending),
-            accept_later
-        );
+        let (connected, _accepted) = tokio::join!(tokio::time::timeout(Duration::from_secs(5), pending), accept_later);
         let took = start.elapsed();
         out.push(format!(
             "connect pending while queue full, accept at +300ms: {} after ~{}s",
-            if matches!(connected, Ok(Ok(_))) {
-                "Ok"
-            } else {
-                "failed"
-            },
+            if matches!(connected, Ok(Ok(_))) { "Ok" } else { "failed" },
             (took.as_millis() + 500) / 1000
         ));
     }
@@ -313,10 +258,7 @@ conformance!(
 
 // 4. Nothing listening: ECONNREFUSED.
 async fn refused<S: Stack>(s: &S) -> Vec<String> {
-    vec![format!(
-        "connect: {}",
-        obs(&s.connect(&s.closed_addr()).await.map(|_| ()))
-    )]
+    vec![format!("connect: {}", obs(&s.connect(&s.closed_addr()).await.map(|_| ())))]
 }
 
 conformance!(no_listener_refuses, refused, ["connect: Err(ECONNREFUSED)"]);
@@ -332,35 +274,17 @@ async fn half_close<S: Stack>(s: &S) -> Vec<String> {
     s.shutdown(&client, Shutdown::Write).unwrap();
     settle().await;
     out.push(format!("server read#1: {}", read(&mut server).await));
-    out.push(format!(
-        "server read#2 (after client shutdown(Write)): {}",
-        read(&mut server).await
-    ));
+    out.push(format!("server read#2 (after client shutdown(Write)): {}", read(&mut server).await));
     out.push(format!("server read#3: {}", read(&mut server).await));
-    out.push(format!(
-        "server write back: {}",
-        write(&mut server, b"resp").await
-    ));
+    out.push(format!("server write back: {}", write(&mut server, b"resp").await));
     settle().await;
     out.push(format!("client read: {}", read(&mut client).await));
-    out.push(format!(
-        "client write after own shutdown(Write): {}",
-        write(&mut client, b"x").await
-    ));
-    out.push(format!(
-        "client shutdown(Write) again: {}",
-        obs(&s.shutdown(&client, Shutdown::Write))
-    ));
+    out.push(format!("client write after own shutdown(Write): {}", write(&mut client, b"x").await));
+    out.push(format!("client shutdown(Write) again: {}", obs(&s.shutdown(&client, Shutdown::Write))));
     drop(server);
     settle().await;
-    out.push(format!(
-        "client read after server close: {}",
-        read(&mut client).await
-    ));
-    out.push(format!(
-        "client shutdown(Both) after peer closed: {}",
-        obs(&s.shutdown(&client, Shutdown::Both))
-    ));
+    out.push(format!("client read after server close: {}", read(&mut client).await));
+    out.push(format!("client shutdown(Both) after peer closed: {}", obs(&s.shutdown(&client, Shutdown::Both))));
     out
 }
 
@@ -390,35 +314,17 @@ async fn shutdown_read<S: Stack>(s: &S) -> Vec<String> {
     server.write_all(b"before").await.unwrap();
     settle().await;
     s.shutdown(&client, Shutdown::Read).unwrap();
-    out.push(format!(
-        "read (data queued before shutdown): {}",
-        read(&mut client).await
-    ));
-    out.push(format!(
-        "read again (queue empty): {}",
-        read(&mut client).await
-    ));
-    out.push(format!(
-        "peer write after our shutdown(Read): {}",
-        write(&mut server, b"after").await
-    ));
+    out.push(format!("read (data queued before shutdown): {}", read(&mut client).await));
+    out.push(format!("read again (queue empty): {}", read(&mut client).await));
+    out.push(format!("peer write after our shutdown(Read): {}", write(&mut server, b"after").await));
     settle().await;
-    out.push(format!(
-        "read (data arrived after shutdown): {}",
-        read(&mut client).await
-    ));
-    out.push(format!(
-        "our write after own shutdown(Read): {}",
-        write(&mut client, b"up").await
-    ));
+    out.push(format!("read (data arrived after shutdown): {}", read(&mut client).await));
+    out.push(format!("our write after own shutdown(Read): {}", write(&mut client, b"up").await));
     settle().await;
     out.push(format!("peer read: {}", read(&mut server).await));
     drop(client);
     settle().await;
-    out.push(format!(
-        "peer read after our close: {}",
-        read(&mut server).await
-    ));
+    out.push(format!("peer read after our close: {}", read(&mut server).await));
     out
 }
 
@@ -454,10 +360,7 @@ async fn drop_listener<S: Stack>(s: &S) -> Vec<String> {
     out.push(format!("client3 write#1: {}", write(&mut c3, b"x").await));
     out.push(format!("client3 write#2: {}", write(&mut c3, b"x").await));
     out.push(format!("client3 read: {}", read(&mut c3).await));
-    out.push(format!(
-        "connect after listener drop: {}",
-        obs(&s.connect(&addr).await.map(|_| ()))
-    ));
+    out.push(format!("connect after listener drop: {}", obs(&s.connect(&addr).await.map(|_| ()))));
 
     let (listener, addr) = s.listen(128).await.unwrap();
     let client = s.connect(&addr).await.unwrap();
@@ -500,12 +403,7 @@ conformance!(
 async fn after_rst<S: Stack>(s: &S) -> Vec<String> {
     let mut out = Vec::new();
     let (listener, addr) = s.listen(128).await.unwrap();
-    for variant in [
-        "[RST in ESTABLISHED]",
-        "[FIN then RST (CLOSE_WAIT)]",
-        "[RST, read first]",
-        "[take_error]",
-    ] {
+    for variant in ["[RST in ESTABLISHED]", "[FIN then RST (CLOSE_WAIT)]", "[RST, read first]", "[take_error]"] {
         let mut client = s.connect(&addr).await.unwrap();
         let server = s.accept(&listener).await.unwrap();
         if variant == "[FIN then RST (CLOSE_WAIT)]" {
@@ -519,40 +417,22 @@ async fn after_rst<S: Stack>(s: &S) -> Vec<String> {
             "[RST, read first]" => {
                 out.push(format!("{variant} read#1: {}", read(&mut client).await));
                 out.push(format!("{variant} read#2: {}", read(&mut client).await));
-                out.push(format!(
-                    "{variant} write#1: {}",
-                    write(&mut client, b"x").await
-                ));
+                out.push(format!("{variant} write#1: {}", write(&mut client, b"x").await));
             }
             "[take_error]" => {
-                out.push(format!(
-                    "{variant} peer_addr() after RST: {}",
-                    obs(&s.peer_addr(&client).map(|_| ()))
-                ));
+                out.push(format!("{variant} peer_addr() after RST: {}", obs(&s.peer_addr(&client).map(|_| ()))));
                 let first = s.take_error(&client).unwrap();
                 out.push(format!(
                     "{variant} take_error() after RST: {}",
                     first.map_or("None".to_string(), |e| err(&e))
                 ));
                 let second = s.take_error(&client).unwrap();
-                out.push(format!(
-                    "{variant} take_error() again: {}",
-                    second.map_or("None".to_string(), |e| err(&e))
-                ));
-                out.push(format!(
-                    "{variant} read after take_error: {}",
-                    read(&mut client).await
-                ));
+                out.push(format!("{variant} take_error() again: {}", second.map_or("None".to_string(), |e| err(&e))));
+                out.push(format!("{variant} read after take_error: {}", read(&mut client).await));
             }
             _ => {
-                out.push(format!(
-                    "{variant} write#1: {}",
-                    write(&mut client, b"x").await
-                ));
-                out.push(format!(
-                    "{variant} write#2: {}",
-                    write(&mut client, b"x").await
-                ));
+                out.push(format!("{variant} write#1: {}", write(&mut client, b"x").await));
+                out.push(format!("{variant} write#2: {}", write(&mut client, b"x").await));
                 out.push(format!("{variant} read: {}", read(&mut client).await));
             }
         }
@@ -598,22 +478,13 @@ async fn linger_zero<S: Stack>(s: &S) -> Vec<String> {
         drop(server);
         settle().await;
         if variant.is_empty() {
-            out.push(format!(
-                "client read#1 (data sent before linger0 close): {}",
-                read(&mut client).await
-            ));
+            out.push(format!("client read#1 (data sent before linger0 close): {}", read(&mut client).await));
             out.push(format!("client read#2: {}", read(&mut client).await));
             out.push(format!("client read#3: {}", read(&mut client).await));
             out.push(format!("client write: {}", write(&mut client, b"x").await));
         } else {
-            out.push(format!(
-                "{variant}client read#1: {}",
-                read(&mut client).await
-            ));
-            out.push(format!(
-                "{variant}client read#2: {}",
-                read(&mut client).await
-            ));
+            out.push(format!("{variant}client read#1: {}", read(&mut client).await));
+            out.push(format!("{variant}client read#2: {}", read(&mut client).await));
         }
     }
     out
@@ -654,11 +525,7 @@ async fn fill_buffers<S: Stack>(s: &S) -> Vec<String> {
     let mib = accepted as f64 / f64::from(1 << 20);
     vec![format!(
         "bytes accepted before writes block: {}",
-        if (3.0..=5.0).contains(&mib) {
-            "3–5 MiB"
-        } else {
-            "outside 3–5 MiB"
-        }
+        if (3.0..=5.0).contains(&mib) { "3–5 MiB" } else { "outside 3–5 MiB" }
     )]
 }
 
@@ -673,21 +540,12 @@ conformance!(
 async fn misc<S: Stack>(s: &S) -> Vec<String> {
     let mut out = Vec::new();
     let (listener, addr) = s.listen(128).await.unwrap();
-    out.push(format!(
-        "listen on the same address while listening: {}",
-        obs(&s.listen_on(&addr).await.map(|_| ()))
-    ));
+    out.push(format!("listen on the same address while listening: {}", obs(&s.listen_on(&addr).await.map(|_| ()))));
     let mut client = s.connect(&addr).await.unwrap();
     let _server = s.accept(&listener).await.unwrap();
     s.shutdown(&client, Shutdown::Both).unwrap();
-    out.push(format!(
-        "read after own shutdown(Both): {}",
-        read(&mut client).await
-    ));
-    out.push(format!(
-        "write after own shutdown(Both): {}",
-        write(&mut client, b"x").await
-    ));
+    out.push(format!("read after own shutdown(Both): {}", read(&mut client).await));
+    out.push(format!("write after own shutdown(Both): {}", write(&mut client, b"x").await));
     out
 }
 

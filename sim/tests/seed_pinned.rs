@@ -27,10 +27,7 @@ fn draws(seed: Seed) -> String {
 
 #[test]
 fn draws_are_pinned_for_fixed_seeds() {
-    let got: Vec<String> = [0u64, 1, 42, u64::MAX]
-        .iter()
-        .map(|&s| draws(Seed(s)))
-        .collect();
+    let got: Vec<String> = [0u64, 1, 42, u64::MAX].iter().map(|&s| draws(Seed(s))).collect();
     let expected: Vec<String> = PINNED.iter().map(|s| s.to_string()).collect();
     if std::env::var_os("PRINT_PINNED").is_some() {
         println!("{got:#?}");
@@ -58,10 +55,7 @@ fn exhausted_fuzz_bytes_give_the_simplest_choices() {
     assert!(!s.ratio(9, 10));
     assert_eq!(s.choose(&["first", "second"]), Some(&"first"));
     assert_eq!(s.weighted(&[0, 3, 1]), Some(1));
-    assert_eq!(
-        s.duration(Duration::from_millis(3)..=Duration::from_secs(1)),
-        Duration::from_millis(3)
-    );
+    assert_eq!(s.duration(Duration::from_millis(3)..=Duration::from_secs(1)), Duration::from_millis(3));
     let mut items = [1, 2, 3, 4];
     s.shuffle(&mut items);
     assert_eq!(items, [1, 2, 3, 4]);

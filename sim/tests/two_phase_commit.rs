@@ -13,41 +13,15 @@ const SEEDS: std::ops::Range<u64> = 0..100;
 
 #[test]
 fn planted_bug_is_found_and_its_replay_line_reproduces_it() {
-    let report = Simulation::new("two_phase_commit_canary")
-        .seeds(SEEDS)
-        .run(|ctx| protocol::run(ctx, Variant::Buggy));
+    let report = Simulation::new("two_phase_commit_canary").seeds(SEEDS).run(|ctx| protocol::run(ctx, Variant::Buggy));
     let failures: Vec<_> = report.failures().collect();
-    assert!(
-        !failures.is_empty(),
-        "the planted bug was not found in seeds {SEEDS:?}"
-    );
+    assert!(!failures.is_empty(), "the planted bug was not found in seeds {SEEDS:?}");
     for outcome in &failures {
-        let failure = outcome
-            .failure
-            .as_ref()
-            .expect("a failed outcome has a failure");
-        assert_eq!(
-            failure.class,
-            Class::Correctness,
-            "seed {}: {failure}",
-            outcome.seed
-        );
-        assert_eq!(
-            failure.oracle.as_deref(),
-            Some("commit-reaches-replica"),
-            "seed {}: {failure}",
-            outcome.seed
-        );
-        let replays = outcome
-            .replays
-            .as_ref()
-            .expect("failing seeds are confirmed in fresh processes");
-        assert_eq!(
-            (replays.matched, replays.of),
-            (3, 3),
-            "seed {}: {replays}",
-            outcome.seed
-        );
+        let failure = outcome.failure.as_ref().expect("a failed outcome has a failure");
+        assert_eq!(failure.class, Class::Correctness, "seed {}: {failure}", outcome.seed);
+        assert_eq!(failure.oracle.as_deref(), Some("commit-reaches-replica"), "seed {}: {failure}", outcome.seed);
+        let replays = outcome.replays.as_ref().expect("failing seeds are confirmed in fresh processes");
+        assert_eq!((replays.matched, replays.of), (3, 3), "seed {}: {replays}", outcome.seed);
     }
 
     // The replay line runs this very test for one seed; when it does, stop here.
@@ -60,15 +34,9 @@ fn planted_bug_is_found_and_its_replay_line_reproduces_it() {
         first.seed
     );
     assert_eq!(first.replay, expected);
-    let trace_path = first
-        .trace
-        .clone()
-        .expect("a failing seed's trace is written");
+    let trace_path = first.trace.clone().expect("a failing seed's trace is written");
     let trace_before = std::fs::read_to_string(&trace_path).expect("the trace file exists");
-    assert!(
-        trace_before.contains("commit-reaches-replica"),
-        "the trace names the oracle"
-    );
+    assert!(trace_before.contains("commit-reaches-replica"), "the trace names the oracle");
 
     let output = std::process::Command::new("sh")
         .arg("-c")
@@ -79,26 +47,15 @@ fn planted_bug_is_found_and_its_replay_line_reproduces_it() {
         .expect("the replay line runs");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "the replay line failed:\n{stderr}");
-    let summary = "sim: two_phase_commit_canary: 1 seeds, 1 failed".to_string();
-    assert!(
-        stderr.contains(&summary),
-        "the replay did not reproduce the failure:\n{stderr}"
-    );
-    assert!(
-        stderr.contains(&first.failure.as_ref().expect("failure").message),
-        "different failure message:\n{stderr}"
-    );
+    let summary = "sim: two_phase_commit_canary: 1 seed, 1 failed";
+    assert!(stderr.contains(summary), "the replay did not reproduce the failure:\n{stderr}");
+    assert!(stderr.contains(&first.failure.as_ref().expect("failure").message), "different failure message:\n{stderr}");
     let trace_after = std::fs::read_to_string(&trace_path).expect("the replay rewrote the trace");
-    assert_eq!(
-        trace_before, trace_after,
-        "the replay's trace differs from the sweep's"
-    );
+    assert_eq!(trace_before, trace_after, "the replay's trace differs from the sweep's");
 }
 
 #[test]
 fn fixed_protocol_passes_the_same_seeds() {
-    let report = Simulation::new("two_phase_commit_fixed")
-        .seeds(SEEDS)
-        .run(|ctx| protocol::run(ctx, Variant::Fixed));
+    let report = Simulation::new("two_phase_commit_fixed").seeds(SEEDS).run(|ctx| protocol::run(ctx, Variant::Fixed));
     report.assert_passed();
 }

@@ -14,17 +14,10 @@ use protocol::Variant;
 use sim::{Class, Simulation};
 
 fn main() {
-    let buggy = Simulation::new("two_phase_commit_buggy")
-        .seeds(0..200)
-        .run(|ctx| protocol::run(ctx, Variant::Buggy));
-    let fixed = Simulation::new("two_phase_commit_fixed")
-        .seeds(0..200)
-        .run(|ctx| protocol::run(ctx, Variant::Fixed));
+    let buggy = Simulation::new("two_phase_commit_buggy").seeds(0..200).run(|ctx| protocol::run(ctx, Variant::Buggy));
+    let fixed = Simulation::new("two_phase_commit_fixed").seeds(0..200).run(|ctx| protocol::run(ctx, Variant::Fixed));
 
-    println!(
-        "{:<24} {:>6} {:>9} {:>12}  class",
-        "variant", "seeds", "failures", "first seed"
-    );
+    println!("{:<24} {:>6} {:>9} {:>12}  class", "variant", "seeds", "failures", "first seed");
     for (label, report) in [("buggy (planted bug)", &buggy), ("fixed", &fixed)] {
         let first = report.first_failure();
         println!(
@@ -33,9 +26,7 @@ fn main() {
             report.outcomes.len(),
             report.failures().count(),
             first.map_or("-".to_string(), |o| o.seed.to_string()),
-            first
-                .and_then(|o| o.failure.as_ref())
-                .map_or("-".to_string(), |f| f.to_string()),
+            first.and_then(|o| o.failure.as_ref()).map_or("-".to_string(), |f| f.to_string()),
         );
     }
     for outcome in buggy.failures().take(5) {
@@ -43,9 +34,9 @@ fn main() {
     }
 
     let found = buggy.failures().any(|o| {
-        o.failure.as_ref().is_some_and(|f| {
-            f.class == Class::Correctness && f.oracle.as_deref() == Some("commit-reaches-replica")
-        })
+        o.failure
+            .as_ref()
+            .is_some_and(|f| f.class == Class::Correctness && f.oracle.as_deref() == Some("commit-reaches-replica"))
     });
     // Under SIM_ONLY (a replay of one simulation) the other report is empty.
     let ran_both = !buggy.outcomes.is_empty() && !fixed.outcomes.is_empty();

@@ -76,36 +76,24 @@ impl Net {
         let (lost, latency) = {
             let mut draws = self.draws.lock().unwrap();
             let lost = faulty && draws.bool(self.loss);
-            (
-                lost,
-                draws.duration(Duration::from_millis(1)..=Duration::from_millis(20)),
-            )
+            (lost, draws.duration(Duration::from_millis(1)..=Duration::from_millis(20)))
         };
         if lost {
-            self.ctx.driver().after(
-                Duration::ZERO,
-                Event::new("msg.lost", link).detail(format!("{msg:?}")),
-            );
+            self.ctx.driver().after(Duration::ZERO, Event::new("msg.lost", link).detail(format!("{msg:?}")));
             return;
         }
         let net = Arc::clone(self);
         self.ctx.driver().after(
             latency,
-            Event::new("msg.deliver", link)
-                .detail(format!("{msg:?}"))
-                .action(move || {
-                    let inboxes = net.inboxes.lock().unwrap();
-                    match inboxes.get(&to) {
-                        Some(inbox) if inbox.send(msg).is_ok() => {}
-                        _ => {
-                            net.ctx.record(
-                                "msg.dropped",
-                                to.name(),
-                                format!("{msg:?} (node down)"),
-                            );
-                        }
+            Event::new("msg.deliver", link).detail(format!("{msg:?}")).action(move || {
+                let inboxes = net.inboxes.lock().unwrap();
+                match inboxes.get(&to) {
+                    Some(inbox) if inbox.send(msg).is_ok() => {}
+                    _ => {
+                        net.ctx.record("msg.dropped", to.name(), format!("{msg:?} (node down)"));
                     }
-                }),
+                }
+            }),
         );
     }
 }
@@ -203,12 +191,7 @@ impl Cluster {
                 self.variant,
                 rx,
             )),
-            Node::Replica => tokio::spawn(replica(
-                Arc::clone(&self.net),
-                Arc::clone(&self.durable),
-                self.variant,
-                rx,
-            )),
+            Node::Replica => tokio::spawn(replica(Arc::clone(&self.net), Arc::clone(&self.durable), self.variant, rx)),
         };
         self.tasks.lock().unwrap().insert(node, handle);
     }
@@ -261,18 +244,11 @@ pub async fn run(ctx: Ctx, variant: Variant) -> Result<(), Failure> {
         );
     }
     for _ in 0..crashes {
-        let node = if plan.bool(0.5) {
-            Node::Replica
-        } else {
-            Node::Coordinator
-        };
+        let node = if plan.bool(0.5) { Node::Replica } else { Node::Coordinator };
         let at = plan.duration(Duration::ZERO..=FAULTS_UNTIL - Duration::from_millis(300));
         let down = plan.duration(Duration::from_millis(10)..=Duration::from_millis(300));
         let (c1, c2) = (Arc::clone(&cluster), Arc::clone(&cluster));
-        ctx.driver().at(
-            at,
-            Event::new("node.crash", node.name()).action(move || c1.crash(node)),
-        );
+        ctx.driver().at(at, Event::new("node.crash", node.name()).action(move || c1.crash(node)));
         ctx.driver().at(
             at + down,
             Event::new("node.reboot", node.name()).action(move || {
@@ -283,10 +259,8 @@ pub async fn run(ctx: Ctx, variant: Variant) -> Result<(), Failure> {
         );
     }
     let heal = Arc::clone(&net);
-    ctx.driver().at(
-        FAULTS_UNTIL,
-        Event::new("fault.heal", "network").action(move || *heal.faulty.lock().unwrap() = false),
-    );
+    ctx.driver()
+        .at(FAULTS_UNTIL, Event::new("fault.heal", "network").action(move || *heal.faulty.lock().unwrap() = false));
 
     tokio::time::sleep(FAULTS_UNTIL + SETTLE).await;
 
@@ -295,19 +269,14 @@ pub async fn run(ctx: Ctx, variant: Variant) -> Result<(), Failure> {
         if !durable.replica_log.contains(v) {
             return Err(Failure::correctness(
                 "commit-reaches-replica",
-                format!(
-                    "value {v}, committed durably by the coordinator at {at:?}, never reached the replica"
-                ),
+                format!("value {v}, committed durably by the coordinator at {at:?}, never reached the replica"),
             ));
         }
     }
     if durable.committed.len() as u64 != writes {
         return Err(Failure::liveness(
             "writes-commit",
-            format!(
-                "{} of {writes} writes committed {SETTLE:?} after the faults stopped",
-                durable.committed.len()
-            ),
+            format!("{} of {writes} writes committed {SETTLE:?} after the faults stopped", durable.committed.len()),
         ));
     }
     Ok(())

@@ -48,22 +48,11 @@ impl tower_service::Service<http::Uri> for Connector {
         Box::pin(async move {
             let name = uri
                 .host()
-                .ok_or_else(|| {
-                    io::Error::new(
-                        io::ErrorKind::InvalidInput,
-                        format!("URI without a host: {uri}"),
-                    )
-                })?
+                .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("URI without a host: {uri}")))?
                 .trim_start_matches('[')
                 .trim_end_matches(']')
                 .to_string();
-            let port = uri
-                .port_u16()
-                .unwrap_or(if uri.scheme_str() == Some("https") {
-                    443
-                } else {
-                    80
-                });
+            let port = uri.port_u16().unwrap_or(if uri.scheme_str() == Some("https") { 443 } else { 80 });
             let stream = host.dial(&format!("{name}:{port}")).await?;
             Ok(TokioIo::new(stream))
         })
@@ -128,9 +117,7 @@ impl tonic::transport::server::Connected for TcpStream {
     type ConnectInfo = SimConnectInfo;
     fn connect_info(&self) -> SimConnectInfo {
         SimConnectInfo {
-            local: self
-                .local_addr()
-                .unwrap_or_else(|_| ([0, 0, 0, 0], 0).into()),
+            local: self.local_addr().unwrap_or_else(|_| ([0, 0, 0, 0], 0).into()),
             remote: self.peer_addr().ok(),
             conn: self.id(),
         }

@@ -60,8 +60,7 @@ impl ConnSel {
             ConnSel::Any => true,
             ConnSel::Id(id) => info.id == *id,
             ConnSel::Between(a, b) => {
-                (info.client_host == *a && info.server_host == *b)
-                    || (info.client_host == *b && info.server_host == *a)
+                (info.client_host == *a && info.server_host == *b) || (info.client_host == *b && info.server_host == *a)
             }
             ConnSel::From(h) => info.client_host == *h,
             ConnSel::To(h) => info.server_host == *h,
@@ -125,19 +124,11 @@ impl Side {
 /// An installed rule, consulted by the state machine.
 pub(crate) enum Rule {
     /// Segments from hosts in `from` to hosts in `to` wait (both lists of names; empty = any).
-    Clog {
-        from: Vec<String>,
-        to: Vec<String>,
-        except: Vec<String>,
-    },
+    Clog { from: Vec<String>, to: Vec<String>, except: Vec<String> },
     /// Segments of selected connections wait, in the given direction.
     Hold { conn: ConnSel, direction: Direction },
     /// Only the first `bytes` of the direction are delivered; the rest waits.
-    HoldAfter {
-        conn: ConnSel,
-        direction: Direction,
-        bytes: u64,
-    },
+    HoldAfter { conn: ConnSel, direction: Direction, bytes: u64 },
     /// New dials to the target are refused (`ECONNREFUSED`).
     Refuse { target: String },
     /// New dials to the target get no answer (SYNs vanish; `ETIMEDOUT` after the retries).
@@ -145,18 +136,9 @@ pub(crate) enum Rule {
     /// `accept` on this listener does not return (the kernel still queues up to the backlog).
     Pause { addr: SocketAddr },
     /// Reads at this side return at most `bytes` per `every`.
-    Throttle {
-        conn: ConnSel,
-        side: Side,
-        bytes: usize,
-        every: Duration,
-    },
+    Throttle { conn: ConnSel, side: Side, bytes: usize, every: Duration },
     /// Reads at this side return at most `bytes` per call.
-    ShortReads {
-        conn: ConnSel,
-        side: Side,
-        bytes: usize,
-    },
+    ShortReads { conn: ConnSel, side: Side, bytes: usize },
 }
 
 fn host_in(list: &[String], host: &str) -> bool {
@@ -176,16 +158,8 @@ pub(crate) fn held(st: &State, conn: ConnId, from: usize) -> bool {
     }
     let info = c.info();
     st.rules.values().any(|rule| match rule {
-        Rule::Clog {
-            from: f,
-            to: t,
-            except,
-        } => {
-            src != dst
-                && host_in(f, src)
-                && host_in(t, dst)
-                && !except.contains(src)
-                && !except.contains(dst)
+        Rule::Clog { from: f, to: t, except } => {
+            src != dst && host_in(f, src) && host_in(t, dst) && !except.contains(src) && !except.contains(dst)
         }
         Rule::Hold { conn, direction } => direction.includes(from) && conn.matches(&info),
         _ => false,
@@ -197,10 +171,7 @@ pub(crate) fn held(st: &State, conn: ConnId, from: usize) -> bool {
 pub(crate) fn link_clogged(st: &State, src: &str, dst: &str) -> bool {
     st.rules.values().any(|rule| match rule {
         Rule::Clog { from, to, except } => {
-            src != dst
-                && host_in(from, src)
-                && host_in(to, dst)
-                && !except.iter().any(|h| h == src || h == dst)
+            src != dst && host_in(from, src) && host_in(to, dst) && !except.iter().any(|h| h == src || h == dst)
         }
         _ => false,
     })
@@ -213,11 +184,7 @@ pub(crate) fn hold_allowance(st: &State, conn: ConnId, from: usize) -> Option<u6
     st.rules
         .values()
         .filter_map(|rule| match rule {
-            Rule::HoldAfter {
-                conn,
-                direction,
-                bytes,
-            } if direction.includes(from) && conn.matches(&info) => {
+            Rule::HoldAfter { conn, direction, bytes } if direction.includes(from) && conn.matches(&info) => {
                 Some(bytes.saturating_sub(c.pipes[from].delivered_bytes))
             }
             _ => None,
@@ -234,17 +201,11 @@ pub(crate) fn dial_verdict(st: &State, names: &[String]) -> Option<bool> {
 }
 
 pub(crate) fn listener_paused(st: &State, addr: SocketAddr) -> bool {
-    st.rules
-        .values()
-        .any(|rule| matches!(rule, Rule::Pause { addr: a } if *a == addr))
+    st.rules.values().any(|rule| matches!(rule, Rule::Pause { addr: a } if *a == addr))
 }
 
 /// The read limit for end `side` of a connection: `(max bytes, throttle interval)`.
-pub(crate) fn read_limit(
-    st: &State,
-    conn: ConnId,
-    side: usize,
-) -> (Option<usize>, Option<Duration>) {
+pub(crate) fn read_limit(st: &State, conn: ConnId, side: usize) -> (Option<usize>, Option<Duration>) {
     let Some(c) = st.conns.get(&conn) else {
         return (None, None);
     };
@@ -253,19 +214,10 @@ pub(crate) fn read_limit(
     let mut every: Option<Duration> = None;
     for rule in st.rules.values() {
         match rule {
-            Rule::ShortReads {
-                conn,
-                side: s,
-                bytes,
-            } if s.index() == side && conn.matches(&info) => {
+            Rule::ShortReads { conn, side: s, bytes } if s.index() == side && conn.matches(&info) => {
                 max = Some(max.map_or(*bytes, |m| m.min(*bytes)));
             }
-            Rule::Throttle {
-                conn,
-                side: s,
-                bytes,
-                every: e,
-            } if s.index() == side && conn.matches(&info) => {
+            Rule::Throttle { conn, side: s, bytes, every: e } if s.index() == side && conn.matches(&info) => {
                 max = Some(max.map_or(*bytes, |m| m.min(*bytes)));
                 every = Some(every.map_or(*e, |x| x.max(*e)));
             }
@@ -326,26 +278,17 @@ pub struct Clog {
 impl Clog {
     /// Clogs the link from one host to another.
     pub fn link(from: impl Into<String>, to: impl Into<String>) -> Clog {
-        Clog {
-            from: vec![from.into()],
-            to: vec![to.into()],
-        }
+        Clog { from: vec![from.into()], to: vec![to.into()] }
     }
 
     /// Clogs everything a host sends.
     pub fn outbound(host: impl Into<String>) -> Clog {
-        Clog {
-            from: vec![host.into()],
-            to: Vec::new(),
-        }
+        Clog { from: vec![host.into()], to: Vec::new() }
     }
 
     /// Clogs everything a host receives.
     pub fn inbound(host: impl Into<String>) -> Clog {
-        Clog {
-            from: Vec::new(),
-            to: vec![host.into()],
-        }
+        Clog { from: Vec::new(), to: vec![host.into()] }
     }
 }
 
@@ -354,14 +297,7 @@ impl Control for Clog {
         format!("clog {:?} -> {:?}", self.from, self.to)
     }
     fn install(&self, net: &Network) -> Undo {
-        add_rule(
-            net,
-            Rule::Clog {
-                from: self.from.clone(),
-                to: self.to.clone(),
-                except: Vec::new(),
-            },
-        )
+        add_rule(net, Rule::Clog { from: self.from.clone(), to: self.to.clone(), except: Vec::new() })
     }
 }
 
@@ -383,10 +319,7 @@ impl Partition {
 
     /// Cuts one host off from every other host.
     pub fn isolate(host: impl Into<String>) -> Partition {
-        Partition {
-            a: vec![host.into()],
-            b: Vec::new(),
-        }
+        Partition { a: vec![host.into()], b: Vec::new() }
     }
 }
 
@@ -399,22 +332,8 @@ impl Control for Partition {
         }
     }
     fn install(&self, net: &Network) -> Undo {
-        let one = add_rule(
-            net,
-            Rule::Clog {
-                from: self.a.clone(),
-                to: self.b.clone(),
-                except: Vec::new(),
-            },
-        );
-        let two = add_rule(
-            net,
-            Rule::Clog {
-                from: self.b.clone(),
-                to: self.a.clone(),
-                except: Vec::new(),
-            },
-        );
+        let one = add_rule(net, Rule::Clog { from: self.a.clone(), to: self.b.clone(), except: Vec::new() });
+        let two = add_rule(net, Rule::Clog { from: self.b.clone(), to: self.a.clone(), except: Vec::new() });
         Box::new(move |net| {
             one(net);
             two(net);
@@ -436,13 +355,7 @@ impl Control for Hold {
         format!("hold {:?} of {}", self.direction, self.conn.describe())
     }
     fn install(&self, net: &Network) -> Undo {
-        add_rule(
-            net,
-            Rule::Hold {
-                conn: self.conn.clone(),
-                direction: self.direction,
-            },
-        )
+        add_rule(net, Rule::Hold { conn: self.conn.clone(), direction: self.direction })
     }
 }
 
@@ -460,22 +373,10 @@ pub struct HoldAfterBytes {
 
 impl Control for HoldAfterBytes {
     fn describe(&self) -> String {
-        format!(
-            "hold {:?} of {} after {} bytes",
-            self.direction,
-            self.conn.describe(),
-            self.bytes
-        )
+        format!("hold {:?} of {} after {} bytes", self.direction, self.conn.describe(), self.bytes)
     }
     fn install(&self, net: &Network) -> Undo {
-        add_rule(
-            net,
-            Rule::HoldAfter {
-                conn: self.conn.clone(),
-                direction: self.direction,
-                bytes: self.bytes,
-            },
-        )
+        add_rule(net, Rule::HoldAfter { conn: self.conn.clone(), direction: self.direction, bytes: self.bytes })
     }
 }
 
@@ -540,12 +441,7 @@ impl Control for RefuseDials {
         format!("refuse dials to {}", self.target)
     }
     fn install(&self, net: &Network) -> Undo {
-        add_rule(
-            net,
-            Rule::Refuse {
-                target: self.target.clone(),
-            },
-        )
+        add_rule(net, Rule::Refuse { target: self.target.clone() })
     }
 }
 
@@ -562,12 +458,7 @@ impl Control for BlackholeDials {
         format!("black-hole dials to {}", self.target)
     }
     fn install(&self, net: &Network) -> Undo {
-        add_rule(
-            net,
-            Rule::Blackhole {
-                target: self.target.clone(),
-            },
-        )
+        add_rule(net, Rule::Blackhole { target: self.target.clone() })
     }
 }
 
@@ -620,12 +511,7 @@ impl Control for ThrottleReader {
     fn install(&self, net: &Network) -> Undo {
         add_rule(
             net,
-            Rule::Throttle {
-                conn: self.conn.clone(),
-                side: self.side,
-                bytes: self.bytes.max(1),
-                every: self.every,
-            },
+            Rule::Throttle { conn: self.conn.clone(), side: self.side, bytes: self.bytes.max(1), every: self.every },
         )
     }
 }
@@ -643,22 +529,10 @@ pub struct ShortReads {
 
 impl Control for ShortReads {
     fn describe(&self) -> String {
-        format!(
-            "short reads of at most {} bytes at {:?} of {}",
-            self.bytes,
-            self.side,
-            self.conn.describe()
-        )
+        format!("short reads of at most {} bytes at {:?} of {}", self.bytes, self.side, self.conn.describe())
     }
     fn install(&self, net: &Network) -> Undo {
-        add_rule(
-            net,
-            Rule::ShortReads {
-                conn: self.conn.clone(),
-                side: self.side,
-                bytes: self.bytes.max(1),
-            },
-        )
+        add_rule(net, Rule::ShortReads { conn: self.conn.clone(), side: self.side, bytes: self.bytes.max(1) })
     }
 }
 
@@ -677,21 +551,11 @@ pub struct PartialWrite {
 
 impl Control for PartialWrite {
     fn describe(&self) -> String {
-        format!(
-            "partial write: {:?} of {} resets after {} more bytes",
-            self.side,
-            self.conn.describe(),
-            self.bytes
-        )
+        format!("partial write: {:?} of {} resets after {} more bytes", self.side, self.conn.describe(), self.bytes)
     }
     fn install(&self, net: &Network) -> Undo {
         let mut st = net.core.lock();
-        let ids: Vec<ConnId> = st
-            .conns
-            .values()
-            .filter(|c| self.conn.matches(&c.info()))
-            .map(|c| c.id)
-            .collect();
+        let ids: Vec<ConnId> = st.conns.values().filter(|c| self.conn.matches(&c.info())).map(|c| c.id).collect();
         for id in ids {
             if let Some(c) = st.conns.get_mut(&id) {
                 c.ends[self.side.index()].write_budget = Some(self.bytes);
@@ -718,12 +582,7 @@ impl Control for SilentHost {
         let host = self.host.clone();
         {
             let mut st = net.core.lock();
-            let ids: Vec<ConnId> = st
-                .conns
-                .values()
-                .filter(|c| c.hosts.contains(&host))
-                .map(|c| c.id)
-                .collect();
+            let ids: Vec<ConnId> = st.conns.values().filter(|c| c.hosts.contains(&host)).map(|c| c.id).collect();
             for id in ids {
                 if let Some(c) = st.conns.get_mut(&id) {
                     c.silent = true;
@@ -779,19 +638,13 @@ pub struct ControlGuard {
 
 impl fmt::Debug for ControlGuard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ControlGuard")
-            .field("control", &self.label)
-            .finish()
+        f.debug_struct("ControlGuard").field("control", &self.label).finish()
     }
 }
 
 impl ControlGuard {
     pub(crate) fn new(net: Network, label: String, undo: Undo) -> ControlGuard {
-        ControlGuard {
-            net,
-            label,
-            undo: Some(undo),
-        }
+        ControlGuard { net, label, undo: Some(undo) }
     }
 
     /// Undoes the control now.
@@ -806,9 +659,7 @@ impl ControlGuard {
 
     fn undo_now(&mut self) {
         if let Some(undo) = self.undo.take() {
-            self.net
-                .core
-                .record("net.control.release", "network", &self.label);
+            self.net.core.record("net.control.release", "network", &self.label);
             undo(&self.net);
         }
     }

@@ -9,8 +9,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use super::state::{
-    self, Conn, Core, Dial, DialId, DialState, End, ListenerState, NameKind, Pipe, SegKind, errno,
-    os_error,
+    self, Conn, Core, Dial, DialId, DialState, End, ListenerState, NameKind, Pipe, SegKind, errno, os_error,
 };
 use super::{Network, TcpListener, TcpStream, control};
 use crate::Event;
@@ -33,10 +32,7 @@ pub struct Host {
 
 impl std::fmt::Debug for Host {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Host")
-            .field("name", &self.name)
-            .field("addr", &self.addr)
-            .finish()
+        f.debug_struct("Host").field("name", &self.name).field("addr", &self.addr).finish()
     }
 }
 
@@ -105,19 +101,10 @@ impl Host {
             return Err(os_error(errno::EADDRINUSE));
         }
         let id = st.next_id();
-        st.listeners.insert(
-            id,
-            ListenerState {
-                backlog,
-                queue: Default::default(),
-                waker: None,
-            },
-        );
+        st.listeners.insert(id, ListenerState { backlog, queue: Default::default(), waker: None });
         st.listening.insert(sock, id);
         drop(st);
-        self.net
-            .core
-            .record("net.listen", &self.name, sock.to_string());
+        self.net.core.record("net.listen", &self.name, sock.to_string());
         Ok(TcpListener::new(self.net.clone(), id, sock))
     }
 
@@ -149,8 +136,7 @@ impl Host {
     pub async fn dial_with(&self, target: &str, options: DialOptions) -> io::Result<TcpStream> {
         let (name, port) = split_target(target)?;
         let (addr, server_host) = self.route(&name, port)?;
-        self.connect(target, &name, addr, server_host, options)
-            .await
+        self.connect(target, &name, addr, server_host, options).await
     }
 
     /// Dials an address directly.
@@ -160,8 +146,7 @@ impl Host {
     pub async fn dial_addr(&self, addr: SocketAddr) -> io::Result<TcpStream> {
         let target = addr.to_string();
         let (addr, server_host) = self.route(&addr.ip().to_string(), addr.port())?;
-        self.connect(&target, &target, addr, server_host, DialOptions::default())
-            .await
+        self.connect(&target, &target, addr, server_host, DialOptions::default()).await
     }
 
     /// Picks the destination of a new connection to `name:port`: `(address, host name)`.
@@ -180,10 +165,7 @@ impl Host {
                 Ok((SocketAddr::new(ip, port), host))
             }
             Some((svc, NameKind::ClusterIp { backends, .. })) => {
-                let live: Vec<String> = backends
-                    .into_iter()
-                    .filter(|b| st.hosts.contains_key(b))
-                    .collect();
+                let live: Vec<String> = backends.into_iter().filter(|b| st.hosts.contains_key(b)).collect();
                 if live.is_empty() {
                     // kube-proxy with no endpoints rejects the connection.
                     return Err(os_error(errno::ECONNREFUSED));
@@ -194,31 +176,21 @@ impl Host {
                     .or_insert_with(|| self.net.core.tree.source(&format!("net/route/{svc}")));
                 let pick = source.below(live.len() as u64) as usize;
                 let host = live[pick].clone();
-                let ip = st
-                    .hosts
-                    .get(&host)
-                    .map(|h| h.addr)
-                    .ok_or_else(|| os_error(errno::ECONNREFUSED))?;
+                let ip = st.hosts.get(&host).map(|h| h.addr).ok_or_else(|| os_error(errno::ECONNREFUSED))?;
                 Ok((SocketAddr::new(ip, port), Some(host)))
             }
             Some((_, NameKind::Headless { backends })) => {
-                let first = backends
-                    .iter()
-                    .find_map(|b| st.hosts.get(b).map(|h| (h.addr, b.clone())));
+                let first = backends.iter().find_map(|b| st.hosts.get(b).map(|h| (h.addr, b.clone())));
                 match first {
                     Some((ip, host)) => Ok((SocketAddr::new(ip, port), Some(host))),
-                    None => Err(io::Error::other(
-                        "failed to lookup address information: Name or service not known",
-                    )),
+                    None => Err(io::Error::other("failed to lookup address information: Name or service not known")),
                 }
             }
             None if name.parse::<IpAddr>().is_ok() => {
                 // An address no host has: nothing answers.
                 Ok((SocketAddr::new(name.parse().expect("checked"), port), None))
             }
-            None => Err(io::Error::other(
-                "failed to lookup address information: Name or service not known",
-            )),
+            None => Err(io::Error::other("failed to lookup address information: Name or service not known")),
         }
     }
 
@@ -236,20 +208,14 @@ impl Host {
             if st.host_mode(&self.name) == state::HostMode::Silent {
                 return Err(os_error(errno::ENETUNREACH));
             }
-            let names = vec![
-                target.to_string(),
-                name.to_string(),
-                addr.to_string(),
-                server_host.clone().unwrap_or_default(),
-            ];
+            let names =
+                vec![target.to_string(), name.to_string(), addr.to_string(), server_host.clone().unwrap_or_default()];
             let verdict = control::dial_verdict(&st, &names);
             let port = st.alloc_port(&self.name)?;
             let conn_id = st.next_id();
             let local = SocketAddr::new(self.addr, port);
             let syn_retries = options.syn_retries.unwrap_or(st.config.syn_retries);
-            let server_name = server_host
-                .clone()
-                .unwrap_or_else(|| format!("({})", addr.ip()));
+            let server_name = server_host.clone().unwrap_or_else(|| format!("({})", addr.ip()));
             let client_bound = st.link(&self.name, &server_name).send_buffer;
             let server_bound = st.link(&server_name, &self.name).send_buffer;
             st.conns.insert(
@@ -259,13 +225,7 @@ impl Host {
                     addrs: [local, addr],
                     hosts: [self.name.clone(), server_name],
                     pipes: [Pipe::default(), Pipe::default()],
-                    ends: [
-                        End {
-                            handles: 1,
-                            ..End::default()
-                        },
-                        End::default(),
-                    ],
+                    ends: [End { handles: 1, ..End::default() }, End::default()],
                     established: false,
                     silent: false,
                     send_bound: [client_bound, server_bound],
@@ -274,30 +234,17 @@ impl Host {
             let dial_id = st.next_id();
             st.dials.insert(
                 dial_id,
-                Dial {
-                    state: DialState::Pending { waker: None },
-                    conn: conn_id,
-                    attempts: 0,
-                    syn_retries,
-                },
+                Dial { state: DialState::Pending { waker: None }, conn: conn_id, attempts: 0, syn_retries },
             );
             drop(st);
-            core.record(
-                "net.dial",
-                &self.name,
-                format!("conn#{conn_id} {local} -> {target} ({addr})"),
-            );
+            core.record("net.dial", &self.name, format!("conn#{conn_id} {local} -> {target} ({addr})"));
             match verdict {
                 Some(true) => finish_dial(&core, dial_id, Err(os_error(errno::ECONNREFUSED))),
                 _ => send_syn(&core, dial_id, verdict == Some(false)),
             }
             dial_id
         };
-        let conn = DialFuture {
-            core: Arc::clone(&core),
-            dial: dial_id,
-        }
-        .await?;
+        let conn = DialFuture { core: Arc::clone(&core), dial: dial_id }.await?;
         let info = core.lock().conns.get(&conn).map(|c| c.info());
         if let Some(info) = info {
             self.net.run_established_hooks(&info);
@@ -348,10 +295,7 @@ fn send_syn(core: &Arc<Core>, dial: DialId, blackholed: bool) {
     let core2 = Arc::clone(core);
     if !blackholed {
         let label = format!("conn#{conn} SYN#{attempt}");
-        core.driver.after(
-            latency,
-            Event::new("net.syn", label).action(move || syn_arrives(&core2, dial)),
-        );
+        core.driver.after(latency, Event::new("net.syn", label).action(move || syn_arrives(&core2, dial)));
     }
     // The retransmission timer (or the final timeout) runs whatever happens to this SYN.
     let core3 = Arc::clone(core);
@@ -364,11 +308,7 @@ fn send_syn(core: &Arc<Core>, dial: DialId, blackholed: bool) {
     core.driver.after(
         wait,
         Event::new("net.syn.timer", label).action(move || {
-            let pending = core3
-                .lock()
-                .dials
-                .get(&dial)
-                .is_some_and(|d| matches!(d.state, DialState::Pending { .. }));
+            let pending = core3.lock().dials.get(&dial).is_some_and(|d| matches!(d.state, DialState::Pending { .. }));
             if !pending {
                 return;
             }
@@ -434,10 +374,7 @@ fn syn_arrives(core: &Arc<Core>, dial: DialId) {
                 Event::new("net.synack", format!("conn#{conn}")).action(move || {
                     let established = {
                         let mut st = core2.lock();
-                        let pending = st
-                            .dials
-                            .get(&dial)
-                            .is_some_and(|d| matches!(d.state, DialState::Pending { .. }));
+                        let pending = st.dials.get(&dial).is_some_and(|d| matches!(d.state, DialState::Pending { .. }));
                         if pending && let Some(c) = st.conns.get_mut(&conn) {
                             c.established = true;
                         }

@@ -54,14 +54,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub use control::{
-    BlackholeDials, Clog, ConnSel, Control, ControlGuard, Direction, Hold, HoldAfterBytes,
-    PartialWrite, Partition, PauseListener, RefuseDials, Reset, Route, Scheduled, ShortReads, Side,
-    Silence, SilentHost, ThrottleReader,
+    BlackholeDials, Clog, ConnSel, Control, ControlGuard, Direction, Hold, HoldAfterBytes, PartialWrite, Partition,
+    PauseListener, RefuseDials, Reset, Route, Scheduled, ShortReads, Side, Silence, SilentHost, ThrottleReader,
 };
 pub use host::{DialOptions, Host};
-pub use tcp::{
-    OwnedReadHalf, OwnedWriteHalf, ReadHalf, ReuniteError, TcpListener, TcpStream, WriteHalf,
-};
+pub use tcp::{OwnedReadHalf, OwnedWriteHalf, ReadHalf, ReuniteError, TcpListener, TcpStream, WriteHalf};
 
 use state::{Core, NameKind, State};
 
@@ -98,12 +95,8 @@ impl NetConfig {
     /// Links drawn from the run's swarm: `net.latency_max` (0–20 ms), `net.jitter_max` (0–5 ms)
     /// and `net.send_buffer_min` (64 KiB–4 MiB; links draw between it and 4 MiB).
     pub fn from_swarm(swarm: &crate::Swarm) -> NetConfig {
-        let latency_max = swarm.duration(
-            "net.latency_max",
-            Duration::ZERO..=Duration::from_millis(20),
-        );
-        let jitter_max =
-            swarm.duration("net.jitter_max", Duration::ZERO..=Duration::from_millis(5));
+        let latency_max = swarm.duration("net.latency_max", Duration::ZERO..=Duration::from_millis(20));
+        let jitter_max = swarm.duration("net.jitter_max", Duration::ZERO..=Duration::from_millis(5));
         let send_min = swarm.int("net.send_buffer_min", 64 << 10..=4 << 20) as usize;
         NetConfig {
             latency: (Duration::ZERO, latency_max),
@@ -211,20 +204,14 @@ impl Network {
             let vip = *vip;
             st.names.insert(
                 name.to_string(),
-                NameKind::ClusterIp {
-                    vip,
-                    backends: backends.iter().map(|s| s.to_string()).collect(),
-                },
+                NameKind::ClusterIp { vip, backends: backends.iter().map(|s| s.to_string()).collect() },
             );
             return vip;
         }
         let vip = st.new_vip();
         st.names.insert(
             name.to_string(),
-            NameKind::ClusterIp {
-                vip,
-                backends: backends.iter().map(|s| s.to_string()).collect(),
-            },
+            NameKind::ClusterIp { vip, backends: backends.iter().map(|s| s.to_string()).collect() },
         );
         st.by_addr.insert(vip, name.to_string());
         vip
@@ -234,9 +221,7 @@ impl Network {
     pub fn headless(&self, name: &str, backends: &[&str]) {
         self.core.lock().names.insert(
             name.to_string(),
-            NameKind::Headless {
-                backends: backends.iter().map(|s| s.to_string()).collect(),
-            },
+            NameKind::Headless { backends: backends.iter().map(|s| s.to_string()).collect() },
         );
     }
 
@@ -282,13 +267,10 @@ impl Network {
         match st.names.get(name) {
             Some(NameKind::Host(addr)) => Ok(vec![*addr]),
             Some(NameKind::ClusterIp { vip, .. }) => Ok(vec![*vip]),
-            Some(NameKind::Headless { backends }) => Ok(backends
-                .iter()
-                .filter_map(|b| st.hosts.get(b).map(|h| h.addr))
-                .collect()),
-            None => Err(io::Error::other(
-                "failed to lookup address information: Name or service not known",
-            )),
+            Some(NameKind::Headless { backends }) => {
+                Ok(backends.iter().filter_map(|b| st.hosts.get(b).map(|h| h.addr)).collect())
+            }
+            None => Err(io::Error::other("failed to lookup address information: Name or service not known")),
         }
     }
 
@@ -299,13 +281,7 @@ impl Network {
 
     /// Every open connection's identity, in order of dialing.
     pub fn connections(&self) -> Vec<ConnInfo> {
-        self.core
-            .lock()
-            .conns
-            .values()
-            .filter(|c| c.established)
-            .map(|c| c.info())
-            .collect()
+        self.core.lock().conns.values().filter(|c| c.established).map(|c| c.info()).collect()
     }
 
     /// Installs a control until the returned guard is dropped or released; recorded in the
@@ -325,29 +301,18 @@ impl Network {
         let label = control.describe();
         self.core.driver.at(
             at,
-            crate::Event::new("net.control.at", "network")
-                .detail(label)
-                .action(move || {
-                    let guard = net.install(control);
-                    *slot2.lock().unwrap_or_else(|p| p.into_inner()) = Some(guard);
-                }),
+            crate::Event::new("net.control.at", "network").detail(label).action(move || {
+                let guard = net.install(control);
+                *slot2.lock().unwrap_or_else(|p| p.into_inner()) = Some(guard);
+            }),
         );
-        Scheduled {
-            net: self.clone(),
-            slot,
-            at,
-        }
+        Scheduled { net: self.clone(), slot, at }
     }
 
     /// Resets every connection `sel` selects (both ends see RST now).
     pub fn reset_where(&self, sel: &ConnSel) {
         let mut st = self.core.lock();
-        let ids: Vec<u64> = st
-            .conns
-            .values()
-            .filter(|c| sel.matches(&c.info()))
-            .map(|c| c.id)
-            .collect();
+        let ids: Vec<u64> = st.conns.values().filter(|c| sel.matches(&c.info())).map(|c| c.id).collect();
         for id in ids {
             self.core.record("net.reset", &format!("conn#{id}"), "");
             control::reset_conn(self, &mut st, id);
@@ -357,12 +322,7 @@ impl Network {
     /// Silences every connection `sel` selects, for good (see [`Silence`]).
     pub fn silence_where(&self, sel: &ConnSel) {
         let mut st = self.core.lock();
-        let ids: Vec<u64> = st
-            .conns
-            .values()
-            .filter(|c| sel.matches(&c.info()))
-            .map(|c| c.id)
-            .collect();
+        let ids: Vec<u64> = st.conns.values().filter(|c| sel.matches(&c.info())).map(|c| c.id).collect();
         for id in ids {
             if let Some(c) = st.conns.get_mut(&id) {
                 c.silent = true;
@@ -373,15 +333,9 @@ impl Network {
 
     pub(crate) fn add_on_established(&self, hook: EstablishedHook) -> control::Undo {
         let id = self.core.lock().next_id();
-        self.hooks
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id, hook);
+        self.hooks.lock().unwrap_or_else(|p| p.into_inner()).insert(id, hook);
         Box::new(move |net: &Network| {
-            net.hooks
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&id);
+            net.hooks.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
         })
     }
 
@@ -398,11 +352,7 @@ impl Network {
         let work: Vec<(u64, usize)> = st
             .conns
             .values()
-            .flat_map(|c| {
-                (0..2)
-                    .filter(|&i| !c.pipes[i].queue.is_empty())
-                    .map(move |i| (c.id, i))
-            })
+            .flat_map(|c| (0..2).filter(|&i| !c.pipes[i].queue.is_empty()).map(move |i| (c.id, i)))
             .collect();
         for (id, from) in work {
             // A held pipe keeps no event; a released one may have had its segments overdue.

@@ -71,23 +71,9 @@ impl Nemesis {
                 let a = draws.choose(&self.hosts).cloned().unwrap_or_default();
                 match kind {
                     "partition" => net.at(at, Partition::isolate(a)).lasting(last),
-                    "reset" => net
-                        .at(
-                            at,
-                            Reset {
-                                conn: ConnSel::To(a),
-                            },
-                        )
-                        .lasting(Duration::from_millis(1)),
+                    "reset" => net.at(at, Reset { conn: ConnSel::To(a) }).lasting(Duration::from_millis(1)),
                     _ => net
-                        .at(
-                            at,
-                            HoldAfterBytes {
-                                conn: ConnSel::To(a),
-                                direction: Direction::ToClient,
-                                bytes: 0,
-                            },
-                        )
+                        .at(at, HoldAfterBytes { conn: ConnSel::To(a), direction: Direction::ToClient, bytes: 0 })
                         .lasting(last),
                 }
                 scheduled += 1;

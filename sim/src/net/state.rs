@@ -155,12 +155,7 @@ impl Conn {
     }
 
     fn label(&self, from: usize) -> String {
-        format!(
-            "conn#{} {}->{}",
-            self.id,
-            self.addrs[from],
-            self.addrs[1 - from]
-        )
+        format!("conn#{} {}->{}", self.id, self.addrs[from], self.addrs[1 - from])
     }
 
     /// Whether the whole connection is over for end `i` (both FINs exchanged, or reset).
@@ -226,8 +221,7 @@ impl Core {
 
     /// Records a network event in the run's history at the current fake time.
     pub(crate) fn record(&self, kind: &str, identity: &str, detail: impl AsRef<str>) {
-        self.recorder
-            .record_at(self.now(), kind, identity, detail.as_ref());
+        self.recorder.record_at(self.now(), kind, identity, detail.as_ref());
     }
 }
 
@@ -244,14 +238,7 @@ impl State {
         self.next_host += 1;
         let n = self.next_host;
         let addr = IpAddr::V4(Ipv4Addr::new(10, 0, (n >> 8) as u8, (n & 0xff) as u8));
-        self.hosts.insert(
-            name.to_string(),
-            HostState {
-                addr,
-                mode: HostMode::Up,
-                next_port: 49152,
-            },
-        );
+        self.hosts.insert(name.to_string(), HostState { addr, mode: HostMode::Up, next_port: 49152 });
         self.by_addr.insert(addr, name.to_string());
         self.names.insert(name.to_string(), NameKind::Host(addr));
         addr
@@ -270,23 +257,13 @@ impl State {
             return *l;
         }
         let link = if from == to {
-            LinkConfig {
-                latency: Duration::ZERO,
-                jitter: Duration::ZERO,
-                send_buffer: self.config.send_buffer.1,
-            }
+            LinkConfig { latency: Duration::ZERO, jitter: Duration::ZERO, send_buffer: self.config.send_buffer.1 }
         } else {
             let mut s = self.tree.source(&format!("net/link/{from}->{to}"));
             let latency = s.duration(self.config.latency.0..=self.config.latency.1);
             let jitter = s.duration(Duration::ZERO..=self.config.jitter_max.min(latency));
-            let send_buffer = s
-                .range(self.config.send_buffer.0 as u64..=self.config.send_buffer.1 as u64)
-                as usize;
-            LinkConfig {
-                latency,
-                jitter,
-                send_buffer,
-            }
+            let send_buffer = s.range(self.config.send_buffer.0 as u64..=self.config.send_buffer.1 as u64) as usize;
+            LinkConfig { latency, jitter, send_buffer }
         };
         self.links.insert(key, link);
         link
@@ -304,17 +281,10 @@ impl State {
             .filter(|(_, h)| h.as_str() == host)
             .map(|(a, _)| a.port())
             .collect();
-        let h = self
-            .hosts
-            .get_mut(host)
-            .ok_or_else(|| os_error(errno::EADDRNOTAVAIL))?;
+        let h = self.hosts.get_mut(host).ok_or_else(|| os_error(errno::EADDRNOTAVAIL))?;
         for _ in 0..16384 {
             let port = h.next_port;
-            h.next_port = if h.next_port == 65535 {
-                49152
-            } else {
-                h.next_port + 1
-            };
+            h.next_port = if h.next_port == 65535 { 49152 } else { h.next_port + 1 };
             if !used.contains(&port) {
                 return Ok(port);
             }
@@ -339,9 +309,7 @@ pub(crate) fn schedule_pipe(core: &Arc<Core>, st: &mut State, conn: ConnId, from
     }
     let label = c.label(from);
     let core2 = Arc::clone(core);
-    let event = Event::new("net.deliver", label)
-        .unrecorded()
-        .action(move || deliver(&core2, conn, from));
+    let event = Event::new("net.deliver", label).unrecorded().action(move || deliver(&core2, conn, from));
     let id = core.driver.at(head_due, event);
     if let Some(c) = st.conns.get_mut(&conn)
         && let Some((old, _)) = c.pipes[from].scheduled.replace((id, head_due))
@@ -351,22 +319,12 @@ pub(crate) fn schedule_pipe(core: &Arc<Core>, st: &mut State, conn: ConnId, from
 }
 
 /// Queues a segment on a pipe with the link's latency and jitter, preserving order.
-pub(crate) fn send_segment(
-    core: &Arc<Core>,
-    st: &mut State,
-    conn: ConnId,
-    from: usize,
-    kind: SegKind,
-) {
+pub(crate) fn send_segment(core: &Arc<Core>, st: &mut State, conn: ConnId, from: usize, kind: SegKind) {
     let now = core.now();
     let Some(c) = st.conns.get(&conn) else { return };
     let (src, dst) = (c.hosts[from].clone(), c.hosts[1 - from].clone());
     let link = st.link(&src, &dst);
-    let jitter = if link.jitter.is_zero() {
-        Duration::ZERO
-    } else {
-        st.draws.duration(Duration::ZERO..=link.jitter)
-    };
+    let jitter = if link.jitter.is_zero() { Duration::ZERO } else { st.draws.duration(Duration::ZERO..=link.jitter) };
     let Some(c) = st.conns.get_mut(&conn) else {
         return;
     };
@@ -420,10 +378,7 @@ pub(crate) fn deliver(core: &Arc<Core>, conn: ConnId, from: usize) {
                 break;
             }
         }
-        let seg = c.pipes[from]
-            .queue
-            .pop_front()
-            .expect("the head was just seen");
+        let seg = c.pipes[from].queue.pop_front().expect("the head was just seen");
         if let SegKind::Data(b) = &seg.kind {
             c.pipes[from].queued_bytes -= b.len();
             c.pipes[from].delivered_bytes += b.len() as u64;
@@ -535,16 +490,10 @@ pub(crate) fn close_end(core: &Arc<Core>, st: &mut State, conn: ConnId, i: usize
 /// Forgets a connection once both ends are closed and nothing is in flight.
 pub(crate) fn maybe_forget(st: &mut State, conn: ConnId) {
     let done = st.conns.get(&conn).is_some_and(|c| {
-        c.ends.iter().all(|e| e.closed)
-            && c.pipes
-                .iter()
-                .all(|p| p.queue.is_empty() && p.scheduled.is_none())
+        c.ends.iter().all(|e| e.closed) && c.pipes.iter().all(|p| p.queue.is_empty() && p.scheduled.is_none())
     });
     let queued = st.listeners.values().any(|l| l.queue.contains(&conn));
-    let dialing = st
-        .dials
-        .values()
-        .any(|d| d.conn == conn && matches!(d.state, DialState::Pending { .. }));
+    let dialing = st.dials.values().any(|d| d.conn == conn && matches!(d.state, DialState::Pending { .. }));
     if done && !queued && !dialing {
         st.conns.remove(&conn);
     }

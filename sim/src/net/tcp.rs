@@ -132,13 +132,7 @@ impl EndHandle {
             cut = *budget == 0;
         }
         if n > 0 {
-            state::send_segment(
-                core,
-                &mut st,
-                self.conn,
-                i,
-                SegKind::Data(Bytes::copy_from_slice(&data[..n])),
-            );
+            state::send_segment(core, &mut st, self.conn, i, SegKind::Data(Bytes::copy_from_slice(&data[..n])));
         }
         if cut {
             // The partial-write fault: the stack aborts the connection after these bytes.
@@ -149,11 +143,8 @@ impl EndHandle {
             }
             state::send_segment(core, &mut st, self.conn, i, SegKind::Rst);
             if n == 0 {
-                let e = st
-                    .conns
-                    .get_mut(&self.conn)
-                    .and_then(|c| c.ends[i].pending_error.take())
-                    .unwrap_or(errno::EPIPE);
+                let e =
+                    st.conns.get_mut(&self.conn).and_then(|c| c.ends[i].pending_error.take()).unwrap_or(errno::EPIPE);
                 return Poll::Ready(Err(os_error(e)));
             }
         }
@@ -188,11 +179,8 @@ impl EndHandle {
 
     fn poll_shutdown(&self) -> Poll<io::Result<()>> {
         let core = &self.net.core;
-        let already = core
-            .lock()
-            .conns
-            .get(&self.conn)
-            .is_some_and(|c| c.ends[self.end].wrote_fin && !c.ends[self.end].reset);
+        let already =
+            core.lock().conns.get(&self.conn).is_some_and(|c| c.ends[self.end].wrote_fin && !c.ends[self.end].reset);
         if already {
             return Poll::Ready(Ok(()));
         }
@@ -209,11 +197,7 @@ impl EndHandle {
 
     fn take_error(&self) -> io::Result<Option<io::Error>> {
         let mut st = self.net.core.lock();
-        Ok(st
-            .conns
-            .get_mut(&self.conn)
-            .and_then(|c| c.ends[self.end].pending_error.take())
-            .map(os_error))
+        Ok(st.conns.get_mut(&self.conn).and_then(|c| c.ends[self.end].pending_error.take()).map(os_error))
     }
 
     fn set_linger(&self, linger: Option<Duration>) {
@@ -224,9 +208,7 @@ impl EndHandle {
 
     fn linger(&self) -> Option<Duration> {
         let st = self.net.core.lock();
-        st.conns
-            .get(&self.conn)
-            .and_then(|c| c.ends[self.end].linger_zero.then_some(Duration::ZERO))
+        st.conns.get(&self.conn).and_then(|c| c.ends[self.end].linger_zero.then_some(Duration::ZERO))
     }
 }
 
@@ -252,21 +234,10 @@ impl TcpStream {
     pub(crate) fn new(net: Network, conn: ConnId, end: usize) -> TcpStream {
         let (local, peer) = {
             let st = net.core.lock();
-            let c = st
-                .conns
-                .get(&conn)
-                .expect("a stream is made for an existing connection");
+            let c = st.conns.get(&conn).expect("a stream is made for an existing connection");
             (c.addrs[end], c.addrs[1 - end])
         };
-        TcpStream {
-            handle: Arc::new(EndHandle {
-                net,
-                conn,
-                end,
-                local,
-                peer,
-            }),
-        }
+        TcpStream { handle: Arc::new(EndHandle { net, conn, end, local, peer }) }
     }
 
     /// The connection's id (stable within the run; what [`super::ConnSel::Id`] selects).
@@ -334,26 +305,14 @@ impl TcpStream {
     /// Splits into owned halves. Dropping the write half shuts the write side down (as tokio's).
     pub fn into_split(self) -> (OwnedReadHalf, OwnedWriteHalf) {
         (
-            OwnedReadHalf {
-                handle: Arc::clone(&self.handle),
-            },
-            OwnedWriteHalf {
-                handle: self.handle,
-                shutdown_on_drop: true,
-            },
+            OwnedReadHalf { handle: Arc::clone(&self.handle) },
+            OwnedWriteHalf { handle: self.handle, shutdown_on_drop: true },
         )
     }
 
     /// Splits into borrowed halves.
     pub fn split(&mut self) -> (ReadHalf<'_>, WriteHalf<'_>) {
-        (
-            ReadHalf {
-                handle: &self.handle,
-            },
-            WriteHalf {
-                handle: &self.handle,
-            },
-        )
+        (ReadHalf { handle: &self.handle }, WriteHalf { handle: &self.handle })
     }
 
     /// Waits until the stream is readable: data, EOF or an error is there.
@@ -367,10 +326,8 @@ impl TcpStream {
                 return Poll::Ready(Ok(()));
             };
             let (i, from) = (self.handle.end, 1 - self.handle.end);
-            let ready = c.pipes[from].recv_bytes > 0
-                || c.pipes[from].fin_delivered
-                || c.ends[i].reset
-                || c.ends[i].read_shut;
+            let ready =
+                c.pipes[from].recv_bytes > 0 || c.pipes[from].fin_delivered || c.ends[i].reset || c.ends[i].read_shut;
             if ready {
                 Poll::Ready(Ok(()))
             } else {
@@ -383,21 +340,13 @@ impl TcpStream {
 }
 
 impl AsyncRead for TcpStream {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         self.handle.poll_read(cx, buf)
     }
 }
 
 impl AsyncWrite for TcpStream {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         self.handle.poll_write(cx, buf)
     }
     fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -447,9 +396,7 @@ impl OwnedReadHalf {
     pub fn reunite(self, mut other: OwnedWriteHalf) -> Result<TcpStream, ReuniteError> {
         if Arc::ptr_eq(&self.handle, &other.handle) {
             other.shutdown_on_drop = false;
-            Ok(TcpStream {
-                handle: Arc::clone(&self.handle),
-            })
+            Ok(TcpStream { handle: Arc::clone(&self.handle) })
         } else {
             Err(ReuniteError(self, other))
         }
@@ -504,21 +451,13 @@ impl Drop for OwnedWriteHalf {
 }
 
 impl AsyncRead for OwnedReadHalf {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         self.handle.poll_read(cx, buf)
     }
 }
 
 impl AsyncWrite for OwnedWriteHalf {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         self.handle.poll_write(cx, buf)
     }
     fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -542,21 +481,13 @@ pub struct WriteHalf<'a> {
 }
 
 impl AsyncRead for ReadHalf<'_> {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         self.handle.poll_read(cx, buf)
     }
 }
 
 impl AsyncWrite for WriteHalf<'_> {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         self.handle.poll_write(cx, buf)
     }
     fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -576,9 +507,7 @@ pub struct TcpListener {
 
 impl fmt::Debug for TcpListener {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TcpListener")
-            .field("addr", &self.addr)
-            .finish()
+        f.debug_struct("TcpListener").field("addr", &self.addr).finish()
     }
 }
 
@@ -627,11 +556,7 @@ impl TcpListener {
             None => return Poll::Pending,
         };
         drop(st);
-        self.net.core.record(
-            "net.accept",
-            &format!("conn#{conn}"),
-            format!("{} <- {peer}", self.addr),
-        );
+        self.net.core.record("net.accept", &format!("conn#{conn}"), format!("{} <- {peer}", self.addr));
         Poll::Ready(Ok((TcpStream::new(self.net.clone(), conn, 1), peer)))
     }
 }

@@ -54,16 +54,12 @@ impl ThreadSim {
     /// the epoch a time in 2020..2030 (both at nanosecond resolution).
     pub(crate) fn new(seed: Seed) -> ThreadSim {
         let mut clock = seed.path("runtime/clock").source();
-        let monotonic_base_nanos =
-            clock.range(3_600 * NANOS_PER_SEC..=100 * 86_400 * NANOS_PER_SEC);
+        let monotonic_base_nanos = clock.range(3_600 * NANOS_PER_SEC..=100 * 86_400 * NANOS_PER_SEC);
         const EPOCH_2020: u64 = 1_577_836_800;
         const EPOCH_2030: u64 = 1_893_456_000;
-        let realtime_base_nanos =
-            clock.range(EPOCH_2020 * NANOS_PER_SEC..=EPOCH_2030 * NANOS_PER_SEC);
+        let realtime_base_nanos = clock.range(EPOCH_2020 * NANOS_PER_SEC..=EPOCH_2030 * NANOS_PER_SEC);
         ThreadSim {
-            rng: std::cell::RefCell::new(ChaCha8Rng::from_seed(
-                seed.path("runtime/getrandom").bytes32(),
-            )),
+            rng: std::cell::RefCell::new(ChaCha8Rng::from_seed(seed.path("runtime/getrandom").bytes32())),
             monotonic_base_nanos,
             realtime_base_nanos,
             start: Cell::new(None),
@@ -99,8 +95,7 @@ impl ThreadSim {
             // finds `busy` set and answers the last value).
             let now = tokio::time::Instant::now().into_std();
             self.busy.set(false);
-            let elapsed =
-                u64::try_from(now.saturating_duration_since(start).as_nanos()).unwrap_or(u64::MAX);
+            let elapsed = u64::try_from(now.saturating_duration_since(start).as_nanos()).unwrap_or(u64::MAX);
             if elapsed > self.last_elapsed_nanos.get() {
                 self.last_elapsed_nanos.set(elapsed);
             }
@@ -113,8 +108,7 @@ impl ThreadSim {
             Ok(mut rng) => {
                 rng.fill_bytes(buf);
                 self.getrandom_calls.set(self.getrandom_calls.get() + 1);
-                self.getrandom_bytes
-                    .set(self.getrandom_bytes.get() + buf.len() as u64);
+                self.getrandom_bytes.set(self.getrandom_bytes.get() + buf.len() as u64);
                 true
             }
             Err(_) => false,
@@ -136,10 +130,7 @@ pub(crate) struct Armed<'a> {
 impl<'a> Armed<'a> {
     pub(crate) fn new(sim: &'a ThreadSim) -> Armed<'a> {
         let previous = CURRENT.with(|c| c.replace(sim as *const ThreadSim));
-        assert!(
-            previous.is_null(),
-            "a simulation is already armed on this thread"
-        );
+        assert!(previous.is_null(), "a simulation is already armed on this thread");
         Armed { _sim: sim }
     }
 }
@@ -199,11 +190,7 @@ fn write_timespec(tp: *mut libc::timespec, nanos: u64) {
 /// # Safety
 /// `buf` must be valid for `len` bytes of writes (the libc contract).
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn getrandom(
-    buf: *mut c_void,
-    len: libc::size_t,
-    flags: c_uint,
-) -> libc::ssize_t {
+pub unsafe extern "C" fn getrandom(buf: *mut c_void, len: libc::size_t, flags: c_uint) -> libc::ssize_t {
     if len > 0 && !buf.is_null() {
         // SAFETY: per the libc contract, buf is valid for len bytes.
         let slice = unsafe { std::slice::from_raw_parts_mut(buf.cast::<u8>(), len) };
@@ -258,10 +245,9 @@ enum ClockKind {
 
 fn clock_kind(clock: libc::clockid_t) -> ClockKind {
     match clock {
-        libc::CLOCK_MONOTONIC
-        | libc::CLOCK_MONOTONIC_RAW
-        | libc::CLOCK_MONOTONIC_COARSE
-        | libc::CLOCK_BOOTTIME => ClockKind::Monotonic,
+        libc::CLOCK_MONOTONIC | libc::CLOCK_MONOTONIC_RAW | libc::CLOCK_MONOTONIC_COARSE | libc::CLOCK_BOOTTIME => {
+            ClockKind::Monotonic
+        }
         libc::CLOCK_REALTIME | libc::CLOCK_REALTIME_COARSE | libc::CLOCK_TAI => ClockKind::Realtime,
         _ => ClockKind::Other,
     }
@@ -317,10 +303,7 @@ pub unsafe extern "C" fn gettimeofday(tv: *mut libc::timeval, _tz: *mut c_void) 
     let nanos = match simulated_nanos(&ClockKind::Realtime) {
         Some(nanos) => nanos,
         None => {
-            let mut ts = libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            };
+            let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
             if real_clock_gettime(libc::CLOCK_REALTIME, &mut ts) != 0 {
                 return -1;
             }
@@ -346,10 +329,7 @@ pub unsafe extern "C" fn time(tloc: *mut libc::time_t) -> libc::time_t {
     let seconds = match simulated_nanos(&ClockKind::Realtime) {
         Some(nanos) => (nanos / NANOS_PER_SEC) as libc::time_t,
         None => {
-            let mut ts = libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            };
+            let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
             if real_clock_gettime(libc::CLOCK_REALTIME, &mut ts) != 0 {
                 return -1;
             }

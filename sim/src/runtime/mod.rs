@@ -32,12 +32,6 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use crate::seed::Seed;
 
-#[cfg(not(tokio_unstable))]
-compile_error!(
-    "sim needs tokio's unstable API (Builder::rng_seed, task hooks). Add to your .cargo/config.toml:\n\
-     [build]\nrustflags = [\"--cfg\", \"tokio_unstable\"]\nrustdocflags = [\"--cfg\", \"tokio_unstable\"]"
-);
-
 /// One live task: its spawn-order number and where it was spawned.
 #[derive(Clone, Debug)]
 pub struct TaskInfo {
@@ -45,6 +39,25 @@ pub struct TaskInfo {
     pub ordinal: u64,
     /// Where `tokio::spawn` (or a library's spawn) was called.
     pub spawned_at: &'static Location<'static>,
+}
+
+/// A run's progress, readable from the watchdog's thread while the run goes on.
+#[derive(Clone, Default, Debug)]
+pub(crate) struct Progress {
+    polls: Arc<std::sync::atomic::AtomicU64>,
+    fake_nanos: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Progress {
+    /// Task polls so far.
+    pub(crate) fn polls(&self) -> u64 {
+        self.polls.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Fake time at the last poll.
+    pub(crate) fn fake_elapsed(&self) -> std::time::Duration {
+        std::time::Duration::from_nanos(self.fake_nanos.load(std::sync::atomic::Ordering::Relaxed))
+    }
 }
 
 #[derive(Default)]
@@ -57,15 +70,27 @@ struct TaskState {
     last_active: Option<tokio::time::Instant>,
     watcher: Option<tokio::task::Id>,
     harness: Vec<tokio::task::Id>,
+    start: Option<tokio::time::Instant>,
+    progress: Progress,
 }
 
 /// The task table of one run, fed by tokio's task hooks.
-#[derive(Default, Clone)]
+#[derive(Clone)]
 pub(crate) struct Tasks {
     state: Arc<Mutex<TaskState>>,
 }
 
 impl Tasks {
+    /// A task table reporting to `progress`.
+    pub(crate) fn new(progress: Progress) -> Tasks {
+        Tasks { state: Arc::new(Mutex::new(TaskState { progress, ..TaskState::default() })) }
+    }
+
+    /// The run's fake time 0 (progress is reported relative to it).
+    pub(crate) fn go_live(&self, start: tokio::time::Instant) {
+        self.lock().start = Some(start);
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, TaskState> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -73,10 +98,7 @@ impl Tasks {
     fn spawned(&self, meta: &tokio::runtime::TaskMeta<'_>) {
         let mut state = self.lock();
         state.next_ordinal += 1;
-        let info = TaskInfo {
-            ordinal: state.next_ordinal,
-            spawned_at: meta.spawned_at(),
-        };
+        let info = TaskInfo { ordinal: state.next_ordinal, spawned_at: meta.spawned_at() };
         state.live.insert(meta.id(), info);
     }
 
@@ -134,9 +156,15 @@ impl Tasks {
 impl TaskState {
     fn note_poll(&mut self, ordinal: u64, watcher: bool) {
         self.polls += 1;
+        let relaxed = std::sync::atomic::Ordering::Relaxed;
+        self.progress.polls.store(self.polls, relaxed);
         if !watcher {
             // Inside a poll hook the runtime's context is entered: this reads the paused clock.
-            self.last_active = Some(tokio::time::Instant::now());
+            let now = tokio::time::Instant::now();
+            self.last_active = Some(now);
+            if let Some(start) = self.start {
+                self.progress.fake_nanos.store(now.saturating_duration_since(start).as_nanos() as u64, relaxed);
+            }
         }
         let mut bytes = [0u8; 16];
         bytes[..8].copy_from_slice(&self.schedule_hash.to_le_bytes());
@@ -160,9 +188,7 @@ pub(crate) fn build(config: &Config, tasks: &Tasks) -> std::io::Result<tokio::ru
     builder
         .enable_time()
         .start_paused(true)
-        .rng_seed(tokio::runtime::RngSeed::from_bytes(
-            &config.seed.path("runtime/tokio").bytes32(),
-        ))
+        .rng_seed(tokio::runtime::RngSeed::from_bytes(&config.seed.path("runtime/tokio").bytes32()))
         .unhandled_panic(tokio::runtime::UnhandledPanic::ShutdownRuntime);
     if config.enable_io {
         builder.enable_io();

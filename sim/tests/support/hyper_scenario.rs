@@ -55,9 +55,7 @@ async fn handle(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infalli
     let started = std::time::Instant::now();
     tokio::time::sleep(Duration::from_millis(draw % 7)).await;
     let waited = started.elapsed();
-    let wall = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
+    let wall = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
     let body = format!(
         "{path} id={id} draw={draw} waited={waited:?} now={}.{:09} order={order:?}",
         wall.as_secs(),
@@ -78,20 +76,13 @@ fn serve(io: tokio::io::DuplexStream, http2: bool) {
         });
     } else {
         tokio::spawn(async move {
-            let _ = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .serve_connection(io, service)
-                .await;
+            let _ =
+                hyper::server::conn::http1::Builder::new().timer(TokioTimer::new()).serve_connection(io, service).await;
         });
     }
 }
 
-async fn client(
-    ctx: Env,
-    index: usize,
-    io: tokio::io::DuplexStream,
-    http2: bool,
-) -> Result<(), String> {
+async fn client(ctx: Env, index: usize, io: tokio::io::DuplexStream, http2: bool) -> Result<(), String> {
     let who = format!("client-{index}/{}", if http2 { "h2" } else { "h1" });
     let io = TokioIo::new(io);
     let mut source = (ctx.source)(&format!("clients/{index}"));
@@ -142,12 +133,7 @@ async fn client(
     Ok(())
 }
 
-async fn record_response(
-    ctx: &Env,
-    who: &str,
-    request: usize,
-    response: hyper::Result<Response<Incoming>>,
-) {
+async fn record_response(ctx: &Env, who: &str, request: usize, response: hyper::Result<Response<Incoming>>) {
     match response {
         Ok(response) => {
             let status = response.status();
@@ -156,10 +142,7 @@ async fn record_response(
                     ctx.record(
                         "response",
                         who,
-                        format!(
-                            "{request} {status} {}",
-                            String::from_utf8_lossy(&body.to_bytes())
-                        ),
+                        format!("{request} {status} {}", String::from_utf8_lossy(&body.to_bytes())),
                     );
                 }
                 Err(e) => {
@@ -188,10 +171,7 @@ pub async fn scenario(ctx: Ctx) -> Result<(), Failure> {
 /// The scenario without the harness (the benchmark's baseline).
 #[allow(dead_code, reason = "used by the overhead benchmark, not by the tests")]
 pub async fn bare() {
-    let env = Env {
-        record: Arc::new(|_, _, _| {}),
-        source: Arc::new(|label| Seed(0).path(label).source()),
-    };
+    let env = Env { record: Arc::new(|_, _, _| {}), source: Arc::new(|label| Seed(0).path(label).source()) };
     if let Err(e) = run(env).await {
         panic!("the bare scenario failed: {e}");
     }
@@ -212,22 +192,14 @@ async fn run(ctx: Env) -> Result<(), Failure> {
             Ok(Ok(())) => done += 1,
             Ok(Err(e)) => return Err(Failure::correctness("canary", e)),
             Err(e) => {
-                return Err(Failure::correctness(
-                    "canary",
-                    format!("client task failed: {e}"),
-                ));
+                return Err(Failure::correctness("canary", format!("client task failed: {e}")));
             }
         }
     }
     ctx.record(
         "done",
         "clients",
-        format!(
-            "{done} clients finished at {:?}",
-            SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .unwrap_or_default()
-        ),
+        format!("{done} clients finished at {:?}", SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default()),
     );
     Ok(())
 }

@@ -5,10 +5,7 @@
 //! [`Stack`] observes the same things on both, and the suite compares the observations with each
 //! other and with what Linux was measured to do.
 
-#![allow(
-    dead_code,
-    reason = "each test binary uses a different part of the support code"
-)]
+#![allow(dead_code, reason = "each test binary uses a different part of the support code")]
 
 use std::io;
 use std::net::{Shutdown, SocketAddr};
@@ -132,12 +129,7 @@ impl Stack for Real {
         }
         socket.set_nonblocking(true)?;
         let socket = tokio::net::TcpSocket::from_std_stream(socket.into());
-        socket
-            .connect(
-                addr.parse()
-                    .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "addr"))?,
-            )
-            .await
+        socket.connect(addr.parse().map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "addr"))?).await
     }
 
     fn closed_addr(&self) -> String {
@@ -190,9 +182,7 @@ impl Stack for Sim {
     async fn listen(&self, backlog: u32) -> io::Result<(Self::Listener, String)> {
         let port = self.next_port.get();
         self.next_port.set(port + 1);
-        let listener = self
-            .server
-            .listen_with_backlog(&port.to_string(), backlog as usize)?;
+        let listener = self.server.listen_with_backlog(&port.to_string(), backlog as usize)?;
         Ok((listener, format!("server:{port}")))
     }
 
@@ -210,14 +200,7 @@ impl Stack for Sim {
     }
 
     async fn connect_with_syn_retries(&self, addr: &str, retries: u32) -> io::Result<Self::Stream> {
-        self.client
-            .dial_with(
-                addr,
-                sim::net::DialOptions {
-                    syn_retries: Some(retries),
-                },
-            )
-            .await
+        self.client.dial_with(addr, sim::net::DialOptions { syn_retries: Some(retries) }).await
     }
 
     fn closed_addr(&self) -> String {

@@ -1,0 +1,446 @@
+//! One run: a fresh thread, the seeded runtime, the body next to the harness tasks, and the
+//! wall-clock watchdog around it all.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use super::ctx::{CURRENT_RUN, Ctx, Shared};
+use super::{Body, BoxFuture, Mode, Simulation};
+use crate::driver::Driver;
+use crate::history::{Entry, Recorder};
+use crate::report::{Class, Failure, Interposed, Outcome};
+use crate::runtime::{self, Progress, Tasks, interpose};
+use crate::seed::{Seed, Source, Tree};
+use crate::swarm::{self, Swarm, SwarmError};
+use crate::trace::{self, TraceBuf};
+
+/// Everything one run needs.
+#[derive(Clone)]
+pub(crate) struct RunSpec {
+    pub name: String,
+    pub seed: Seed,
+    pub mode: Mode,
+    pub fuzz: Option<Source>,
+    pub horizon: Duration,
+    pub time_limit: Duration,
+    pub swarm: BTreeMap<String, String>,
+    pub allow_recovered_panics: bool,
+    pub enable_io: bool,
+    pub keep_trace: bool,
+    pub trace_all: bool,
+}
+
+impl RunSpec {
+    pub(crate) fn from_sim(sim: &Simulation, seed: Seed, swarm: BTreeMap<String, String>) -> RunSpec {
+        RunSpec {
+            name: sim.name.clone(),
+            seed,
+            mode: sim.mode,
+            fuzz: None,
+            horizon: sim.horizon,
+            time_limit: sim.time_limit,
+            swarm,
+            allow_recovered_panics: sim.allow_recovered_panics,
+            enable_io: sim.enable_io,
+            keep_trace: true,
+            trace_all: false,
+        }
+    }
+}
+
+/// What one run produced, beyond its public [`Outcome`].
+pub(crate) struct RunResult {
+    pub outcome: Outcome,
+    pub entries: Vec<Entry>,
+    pub trace: Vec<String>,
+    pub swarm_drawn: Vec<String>,
+    pub swarm_errors: Vec<SwarmError>,
+}
+
+/// Polls the body and counts its polls as activity (the body is not a tokio task).
+struct Counted {
+    inner: BoxFuture,
+    tasks: Tasks,
+}
+
+impl Future for Counted {
+    type Output = Result<(), Failure>;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.tasks.root_polled();
+        self.inner.as_mut().poll(cx)
+    }
+}
+
+enum Ending {
+    Returned(Result<(), Failure>),
+    Stopped,
+    TimeLimit,
+}
+
+thread_local! {
+    /// Panics seen on this run thread (`Some` on a run thread).
+    static RUN_PANICS: RefCell<Option<Vec<String>>> = const { RefCell::new(None) };
+}
+
+type Hook = Box<dyn Fn(&std::panic::PanicHookInfo<'_>) + Sync + Send + 'static>;
+
+/// The address of the panic hook this crate installed last (0: none).
+static OUR_HOOK: AtomicUsize = AtomicUsize::new(0);
+
+fn hook_address(hook: &Hook) -> usize {
+    (&**hook as *const (dyn Fn(&std::panic::PanicHookInfo<'_>) + Sync + Send)).cast::<()>() as usize
+}
+
+/// Makes sure our panic hook is the process's, wrapping whatever hook is there (the default, or
+/// one a library such as color-eyre installed since). On a run thread it records the panic in
+/// the run; elsewhere it calls the hook it wraps.
+fn ensure_panic_hook() {
+    static LOCK: Mutex<()> = Mutex::new(());
+    let _serial = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    let current = std::panic::take_hook();
+    if hook_address(&current) == OUR_HOOK.load(Ordering::SeqCst) {
+        std::panic::set_hook(current);
+        return;
+    }
+    let previous = current;
+    let ours: Hook = Box::new(move |info| {
+        let message = format!(
+            "panicked at {}: {}",
+            info.location().map_or_else(|| "(unknown)".to_string(), |l| l.to_string()),
+            info.payload_as_str().unwrap_or("(non-string payload)")
+        );
+        let recorded = RUN_PANICS
+            .try_with(|p| match p.try_borrow_mut() {
+                Ok(mut p) => p.as_mut().map(|list| list.push(message.clone())).is_some(),
+                Err(_) => false,
+            })
+            .unwrap_or(false);
+        if recorded {
+            if let Some(ctx) = Ctx::try_current() {
+                ctx.shared.recorder.record_at(ctx.elapsed(), "panic", "", &message);
+            }
+        } else {
+            previous(info);
+        }
+    });
+    OUR_HOOK.store(hook_address(&ours), Ordering::SeqCst);
+    std::panic::set_hook(ours);
+}
+
+/// Declares a deadlock when no task (other than this watcher) was polled for `horizon` of fake
+/// time and no harness event is pending. Paused time jumps straight to the next timer when every
+/// task is idle, so a blocked run reaches the horizon at once in wall time.
+async fn watch_horizon(ctx: Ctx, tasks: Tasks, horizon: Duration) {
+    let start = tokio::time::Instant::now();
+    loop {
+        let last = tasks.last_active();
+        let mut deadline = last.unwrap_or(start) + horizon;
+        if let Some(due) = ctx.driver().next_due() {
+            // The event's own firing is activity: look again just after it.
+            deadline = deadline.max(start + due + Duration::from_millis(1));
+        }
+        tokio::time::sleep_until(deadline).await;
+        if tasks.last_active() == last && ctx.driver().pending() == 0 {
+            let live = tasks.live();
+            let mut message = format!(
+                "nothing ran for {} of fake time and no harness event is pending; blocked: the run's body",
+                swarm::format_duration(horizon)
+            );
+            for task in live.iter().take(16) {
+                message.push_str(&format!(", task #{} spawned at {}", task.ordinal, task.spawned_at));
+            }
+            if live.len() > 16 {
+                message.push_str(&format!(" and {} more tasks", live.len() - 16));
+            }
+            ctx.fail(Failure::new(Class::Deadlock, message).oracle("horizon"));
+            return;
+        }
+    }
+}
+
+/// Run threads the watchdog gave up on that have not finished yet.
+static ABANDONED: AtomicUsize = AtomicUsize::new(0);
+
+/// How many run threads the watchdog abandoned are still running (they use CPU and slow the
+/// runs after them).
+pub(crate) fn abandoned_threads() -> usize {
+    ABANDONED.load(Ordering::SeqCst)
+}
+
+/// The CPU time a thread has used, from its pthread CPU clock.
+fn thread_cpu(thread: libc::pthread_t) -> Option<Duration> {
+    let mut clock: libc::clockid_t = 0;
+    // SAFETY: `thread` is a live pthread (its JoinHandle is held); `clock` is a valid out-pointer.
+    if unsafe { libc::pthread_getcpuclockid(thread, &mut clock) } != 0 {
+        return None;
+    }
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: a valid clock id and an owned timespec.
+    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+        return None;
+    }
+    Some(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
+}
+
+/// Says why a run missed its watchdog: still advancing fake time (slow), busy without yielding,
+/// or blocked in the kernel or on a lock.
+fn diagnose(progress: &Progress, thread: libc::pthread_t, watchdog: Duration) -> String {
+    let (polls_before, cpu_before) = (progress.polls(), thread_cpu(thread));
+    std::thread::sleep(Duration::from_millis(200));
+    let (polls_after, cpu_after) = (progress.polls(), thread_cpu(thread));
+    let fake = crate::trace::format_elapsed(progress.fake_elapsed());
+    let fake = fake.trim();
+    let budget = swarm::format_duration(watchdog);
+    if polls_after > polls_before {
+        format!(
+            "the run did not finish within the {budget} wall-clock watchdog, but it was still making progress \
+             (fake time {fake}, {polls_after} task polls): it is slow, not stuck — raise SIM_WATCHDOG, or lower \
+             Simulation::time_limit (a periodic timer runs until the limit)"
+        )
+    } else if let (Some(a), Some(b)) = (cpu_before, cpu_after)
+        && b.saturating_sub(a) >= Duration::from_millis(100)
+    {
+        format!(
+            "the run did not finish within the {budget} wall-clock watchdog: its thread is busy without yielding \
+             at fake time {fake} (a loop with no .await stops the whole simulation)"
+        )
+    } else {
+        format!(
+            "the run did not finish within the {budget} wall-clock watchdog: its thread is blocked at fake time {fake} \
+             (waiting in the kernel or on a lock: blocking I/O, a std lock held across .await, another runtime's \
+             block_on, thread::sleep, or tokio::time::resume())"
+        )
+    }
+}
+
+/// Runs one seed on a fresh thread under the wall-clock watchdog.
+pub(crate) fn run_once(spec: RunSpec, body: Arc<Body>, watchdog: Duration) -> RunResult {
+    ensure_panic_hook();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (seed, name) = (spec.seed, spec.name.clone());
+    let started = Instant::now();
+    let progress = Progress::default();
+    let thread_progress = progress.clone();
+    let spawned = std::thread::Builder::new()
+        .name(format!("sim-{}-seed-{seed}", spec.name))
+        .stack_size(16 << 20)
+        .spawn(move || {
+            let result = run_on_this_thread(spec, body, thread_progress);
+            if tx.send(result).is_err() {
+                // The watchdog gave up on this run earlier.
+                ABANDONED.fetch_sub(1, Ordering::SeqCst);
+            }
+        });
+    let inconclusive = |message: String| RunResult {
+        outcome: Outcome {
+            simulation: name.clone(),
+            seed,
+            failure: Some(Failure::new(Class::Inconclusive, message).oracle("watchdog")),
+            history_hash: 0,
+            events: 0,
+            schedule_hash: 0,
+            polls: progress.polls(),
+            fake_nanos: progress.fake_elapsed().as_nanos() as u64,
+            wall_nanos: started.elapsed().as_nanos() as u64,
+            swarm: String::new(),
+            interposed: Interposed::default(),
+            replay: String::new(),
+            replays: None,
+            trace: None,
+        },
+        entries: Vec::new(),
+        trace: Vec::new(),
+        swarm_drawn: Vec::new(),
+        swarm_errors: Vec::new(),
+    };
+    let handle = match spawned {
+        Ok(handle) => handle,
+        Err(e) => return inconclusive(format!("could not start the run's thread: {e}")),
+    };
+    match rx.recv_timeout(watchdog) {
+        Ok(result) => {
+            let _ = handle.join();
+            result
+        }
+        Err(_) => {
+            use std::os::unix::thread::JoinHandleExt;
+            let message = diagnose(&progress, handle.as_pthread_t(), watchdog);
+            // The thread cannot be stopped; it keeps running (and counts) until it finishes.
+            ABANDONED.fetch_add(1, Ordering::SeqCst);
+            match rx.try_recv() {
+                Ok(result) => {
+                    ABANDONED.fetch_sub(1, Ordering::SeqCst);
+                    result
+                }
+                Err(_) => inconclusive(message),
+            }
+        }
+    }
+}
+
+fn run_on_this_thread(spec: RunSpec, body: Arc<Body>, progress: Progress) -> RunResult {
+    let wall = Instant::now();
+    let thread_sim = interpose::ThreadSim::new(spec.seed);
+    let armed = interpose::Armed::new(&thread_sim);
+    RUN_PANICS.with(|p| *p.borrow_mut() = Some(Vec::new()));
+    let trace = Arc::new(TraceBuf::new());
+    let tracing_guard = trace::install(Arc::clone(&trace));
+    let tree = match &spec.fuzz {
+        Some(fuzz) => Tree::fuzzed(spec.seed, fuzz.clone()),
+        None => Tree::new(spec.seed),
+    };
+    let swarm = Swarm::new(tree.clone(), spec.swarm.clone());
+    let tasks = Tasks::new(progress);
+    let config = runtime::Config { seed: spec.seed, explore: spec.mode == Mode::Explore, enable_io: spec.enable_io };
+    let shared_slot: Arc<Mutex<Option<Arc<Shared>>>> = Arc::new(Mutex::new(None));
+
+    let ending = match runtime::build(&config, &tasks) {
+        Err(e) => Err(format!("could not build the run's runtime: {e}")),
+        Ok(rt) => {
+            let (slot, run_tasks, run_spec, sim_ref, run_trace) =
+                (Arc::clone(&shared_slot), tasks.clone(), spec.clone(), &thread_sim, Arc::clone(&trace));
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                rt.block_on(async move {
+                    let start = tokio::time::Instant::now();
+                    sim_ref.go_live(start.into_std());
+                    run_tasks.go_live(start);
+                    let recorder = Arc::new(Recorder::new(run_trace, start));
+                    let explore = run_spec.mode == Mode::Explore;
+                    let driver = Driver::new(Arc::clone(&recorder), tree.prng("driver/ties"), explore);
+                    let shared = Arc::new(Shared {
+                        name: run_spec.name.clone(),
+                        seed: run_spec.seed,
+                        tree,
+                        mode: run_spec.mode,
+                        swarm,
+                        recorder,
+                        driver: driver.clone(),
+                        failure: Mutex::new(None),
+                        stop: tokio::sync::Notify::new(),
+                        epoch: sim_ref.epoch(),
+                        net: std::sync::OnceLock::new(),
+                        net_config: Mutex::new(None),
+                    });
+                    *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::clone(&shared));
+                    let ctx = Ctx { shared: Arc::clone(&shared) };
+                    CURRENT_RUN.with(|c| *c.borrow_mut() = Some(ctx.clone()));
+                    let driver_task = tokio::spawn(driver.run());
+                    run_tasks.mark_harness(driver_task.id());
+                    let watcher = tokio::spawn(watch_horizon(ctx.clone(), run_tasks.clone(), run_spec.horizon));
+                    run_tasks.set_watcher(watcher.id());
+                    let root = Counted { inner: body(ctx.clone()), tasks: run_tasks };
+                    let ending = tokio::select! {
+                        biased;
+                        () = shared.stop.notified() => Ending::Stopped,
+                        result = root => Ending::Returned(result),
+                        () = tokio::time::sleep(run_spec.time_limit) => Ending::TimeLimit,
+                    };
+                    let elapsed = ctx.elapsed();
+                    // Pending events may hold the network (and the network the driver): drop
+                    // them so nothing of this run outlives it.
+                    shared.driver.clear();
+                    (ending, elapsed)
+                })
+            }));
+            thread_sim.freeze();
+            // Dropping the runtime drops every task still alive; a panic in a destructor is a
+            // panic of the run.
+            let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(rt)));
+            match (result, dropped) {
+                (Ok(ending), Ok(())) => Ok(ending),
+                (Ok(_), Err(_)) => Err("a task's destructor panicked while the runtime shut down".to_string()),
+                (Err(payload), _) => Err(panic_text(payload.as_ref())),
+            }
+        }
+    };
+    CURRENT_RUN.with(|c| *c.borrow_mut() = None);
+    let panics = RUN_PANICS.with(|p| p.borrow_mut().take()).unwrap_or_default();
+    let shared = shared_slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+    drop(tracing_guard);
+    drop(armed);
+
+    let fake = match &ending {
+        Ok((_, elapsed)) => *elapsed,
+        Err(_) => Duration::from_nanos(last_event_nanos(shared.as_ref())),
+    };
+    let recorded_failure = shared.as_ref().and_then(|s| s.failure.lock().unwrap_or_else(|p| p.into_inner()).clone());
+    let at = |mut f: Failure| {
+        f.at_nanos.get_or_insert(fake.as_nanos() as u64);
+        f
+    };
+    let failure = match ending {
+        Err(message) => {
+            let first = panics.first().cloned().unwrap_or(message);
+            Some(at(Failure::new(Class::Panic, first).oracle("panic")))
+        }
+        Ok((Ending::Stopped, _)) => recorded_failure,
+        Ok((Ending::Returned(result), _)) => match (recorded_failure, result) {
+            (Some(f), _) => Some(f),
+            (None, Err(f)) => Some(at(f)),
+            (None, Ok(())) if !panics.is_empty() && !spec.allow_recovered_panics => Some(at(Failure::new(
+                Class::Panic,
+                format!("a panic was caught and the run went on (recovered panic): {}", panics[0]),
+            )
+            .oracle("recovered-panic"))),
+            (None, Ok(())) => None,
+        },
+        Ok((Ending::TimeLimit, _)) => recorded_failure.or_else(|| {
+            Some(at(Failure::liveness(
+                "time-limit",
+                format!(
+                    "the run was still going after its fake-time limit of {}",
+                    swarm::format_duration(spec.time_limit)
+                ),
+            )))
+        }),
+    };
+    let history = shared.as_ref().map(|s| s.recorder.snapshot()).unwrap_or_default();
+    let (polls, schedule_hash) = tasks.schedule();
+    let swarm = shared.as_ref().map(|s| s.swarm.clone());
+    let outcome = Outcome {
+        simulation: spec.name.clone(),
+        seed: spec.seed,
+        failure,
+        history_hash: history.hash(),
+        events: history.len(),
+        schedule_hash,
+        polls,
+        fake_nanos: fake.as_nanos() as u64,
+        wall_nanos: wall.elapsed().as_nanos() as u64,
+        swarm: swarm.as_ref().map(Swarm::describe).unwrap_or_default(),
+        interposed: Interposed {
+            getrandom_calls: thread_sim.getrandom_calls.get(),
+            getrandom_bytes: thread_sim.getrandom_bytes.get(),
+            clock_reads: thread_sim.clock_reads.get(),
+        },
+        replay: String::new(),
+        replays: None,
+        trace: None,
+    };
+    let keep_trace = spec.keep_trace && (outcome.failure.is_some() || spec.trace_all);
+    RunResult {
+        entries: history.entries().cloned().collect(),
+        trace: if keep_trace { trace.lines() } else { Vec::new() },
+        swarm_drawn: swarm.as_ref().map(|s| s.values().into_keys().collect()).unwrap_or_default(),
+        swarm_errors: swarm.as_ref().map(Swarm::errors).unwrap_or_default(),
+        outcome,
+    }
+}
+
+fn last_event_nanos(shared: Option<&Arc<Shared>>) -> u64 {
+    shared.map_or(0, |s| s.recorder.snapshot().entries().last().map_or(0, |e| e.at_nanos))
+}
+
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(non-string panic payload)".to_string())
+}
