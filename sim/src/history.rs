@@ -15,7 +15,7 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::time::Duration;
 
-use xxhash_rust::xxh3::xxh3_64;
+use xxhash_rust::xxh3::{Xxh3, xxh3_64};
 
 /// One event in a history.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -77,14 +77,16 @@ impl History {
     /// Appends an event and returns it (with its index and chained hash).
     pub fn record(&mut self, at: Duration, kind: &str, identity: &str, detail: &str) -> &Entry {
         let at_nanos = u64::try_from(at.as_nanos()).unwrap_or(u64::MAX);
-        let mut bytes = Vec::with_capacity(32 + kind.len() + identity.len() + detail.len());
-        bytes.extend_from_slice(&self.hash.to_le_bytes());
-        bytes.extend_from_slice(&at_nanos.to_le_bytes());
+        // The hashed bytes: previous hash, time, then each field's length and bytes (streamed;
+        // the same digest as one-shot XXH3 over the concatenation).
+        let mut hasher = Xxh3::new();
+        hasher.update(&self.hash.to_le_bytes());
+        hasher.update(&at_nanos.to_le_bytes());
         for field in [kind, identity, detail] {
-            bytes.extend_from_slice(&(field.len() as u64).to_le_bytes());
-            bytes.extend_from_slice(field.as_bytes());
+            hasher.update(&(field.len() as u64).to_le_bytes());
+            hasher.update(field.as_bytes());
         }
-        self.hash = xxh3_64(&bytes);
+        self.hash = hasher.digest();
         if self.entries.len() == Self::ENTRIES_MAX {
             self.entries.pop_front();
         }
@@ -113,6 +115,12 @@ impl History {
     /// Whether nothing was recorded.
     pub fn is_empty(&self) -> bool {
         self.next_index == 0
+    }
+
+    /// The entry with this index, if still in memory.
+    pub fn entry(&self, index: u64) -> Option<&Entry> {
+        let first = self.entries.front()?.index;
+        self.entries.get(usize::try_from(index.checked_sub(first)?).ok()?)
     }
 
     /// The entries still in memory, oldest first.
@@ -183,20 +191,11 @@ impl Recorder {
         self.start
     }
 
-    /// Appends an event at `at` and writes it into the trace; returns its index.
+    /// Appends an event at `at` and marks its place in the trace; returns its index.
     pub(crate) fn record_at(&self, at: Duration, kind: &str, identity: &str, detail: &str) -> u64 {
         let mut history = self.history.lock().unwrap_or_else(|p| p.into_inner());
-        let entry = history.record(at, kind, identity, detail);
-        let index = entry.index;
-        let detail_sep = if entry.detail.is_empty() { "" } else { " " };
-        self.trace.push(format!(
-            "[{}] event #{} {} {}{detail_sep}{}",
-            crate::trace::format_elapsed(at),
-            entry.index,
-            entry.kind,
-            entry.identity,
-            entry.detail
-        ));
+        let index = history.record(at, kind, identity, detail).index;
+        self.trace.push_event(index);
         index
     }
 

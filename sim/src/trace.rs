@@ -26,15 +26,22 @@ pub fn format_elapsed(d: Duration) -> String {
     format!("{:>5}.{:06}s", d.as_secs(), d.subsec_micros())
 }
 
-/// The bounded line buffer of one run's trace.
+/// The bounded buffer of one run's trace: log lines, and markers of history events (rendered
+/// from the history only when the trace is written, so recording an event formats nothing).
 #[derive(Debug, Default)]
 pub struct TraceBuf {
     lines: Mutex<Lines>,
 }
 
+#[derive(Debug)]
+enum Item {
+    Text(String),
+    Event(u64),
+}
+
 #[derive(Debug, Default)]
 struct Lines {
-    kept: VecDeque<String>,
+    kept: VecDeque<Item>,
     dropped: u64,
 }
 
@@ -47,31 +54,53 @@ impl TraceBuf {
         TraceBuf::default()
     }
 
-    /// Appends one line (without its newline).
-    pub fn push(&self, line: String) {
+    fn push_item(&self, item: Item) {
         let mut lines = self.lines.lock().unwrap_or_else(|p| p.into_inner());
         if lines.kept.len() == Self::LINES_MAX {
             lines.kept.pop_front();
             lines.dropped += 1;
         }
-        lines.kept.push_back(line);
+        lines.kept.push_back(item);
     }
 
-    /// Every line kept, oldest first, preceded by a note if older lines were dropped.
-    pub fn lines(&self) -> Vec<String> {
+    /// Appends one line (without its newline).
+    pub fn push(&self, line: String) {
+        self.push_item(Item::Text(line));
+    }
+
+    /// Marks the place of history event `index`.
+    pub(crate) fn push_event(&self, index: u64) {
+        self.push_item(Item::Event(index));
+    }
+
+    /// Every line kept, oldest first, with events rendered from `history`, preceded by a note if
+    /// older lines were dropped.
+    pub fn render(&self, history: &crate::history::History) -> Vec<String> {
         let lines = self.lines.lock().unwrap_or_else(|p| p.into_inner());
         let mut out = Vec::with_capacity(lines.kept.len() + 1);
         if lines.dropped > 0 {
             out.push(format!("… {} earlier lines dropped (TraceBuf::LINES_MAX = {})", lines.dropped, Self::LINES_MAX));
         }
-        out.extend(lines.kept.iter().cloned());
+        for item in &lines.kept {
+            out.push(match item {
+                Item::Text(text) => text.clone(),
+                Item::Event(index) => match history.entry(*index) {
+                    Some(e) => {
+                        let sep = if e.detail.is_empty() { "" } else { " " };
+                        format!(
+                            "[{}] event #{} {} {}{sep}{}",
+                            format_elapsed(e.at()),
+                            e.index,
+                            e.kind,
+                            e.identity,
+                            e.detail
+                        )
+                    }
+                    None => format!("event #{index} (dropped from memory: History::ENTRIES_MAX)"),
+                },
+            });
+        }
         out
-    }
-
-    /// The last `n` lines.
-    pub fn tail(&self, n: usize) -> Vec<String> {
-        let lines = self.lines.lock().unwrap_or_else(|p| p.into_inner());
-        lines.kept.iter().skip(lines.kept.len().saturating_sub(n)).cloned().collect()
     }
 }
 

@@ -156,6 +156,9 @@ pub(crate) fn held(st: &State, conn: ConnId, from: usize) -> bool {
     if c.silent || st.host_mode(src) == HostMode::Silent || st.host_mode(dst) == HostMode::Silent {
         return true;
     }
+    if st.rules.is_empty() {
+        return false;
+    }
     let info = c.info();
     st.rules.values().any(|rule| match rule {
         Rule::Clog { from: f, to: t, except } => {
@@ -179,6 +182,9 @@ pub(crate) fn link_clogged(st: &State, src: &str, dst: &str) -> bool {
 
 /// How many more bytes pipe `from` may deliver under hold-after-bytes controls.
 pub(crate) fn hold_allowance(st: &State, conn: ConnId, from: usize) -> Option<u64> {
+    if st.rules.is_empty() {
+        return None;
+    }
     let c = st.conns.get(&conn)?;
     let info = c.info();
     st.rules

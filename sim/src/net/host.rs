@@ -216,8 +216,7 @@ impl Host {
             let local = SocketAddr::new(self.addr, port);
             let syn_retries = options.syn_retries.unwrap_or(st.config.syn_retries);
             let server_name = server_host.clone().unwrap_or_else(|| format!("({})", addr.ip()));
-            let client_bound = st.link(&self.name, &server_name).send_buffer;
-            let server_bound = st.link(&server_name, &self.name).send_buffer;
+            let links = [st.link(&self.name, &server_name), st.link(&server_name, &self.name)];
             st.conns.insert(
                 conn_id,
                 Conn {
@@ -228,7 +227,9 @@ impl Host {
                     ends: [End { handles: 1, ..End::default() }, End::default()],
                     established: false,
                     silent: false,
-                    send_bound: [client_bound, server_bound],
+                    send_bound: [links[0].send_buffer, links[1].send_buffer],
+                    links,
+                    labels: state::conn_labels(conn_id, &[local, addr]),
                 },
             );
             let dial_id = st.next_id();

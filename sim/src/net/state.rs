@@ -74,16 +74,6 @@ pub(crate) enum SegKind {
     Rst,
 }
 
-impl SegKind {
-    fn describe(&self) -> String {
-        match self {
-            SegKind::Data(b) => format!("{} bytes", b.len()),
-            SegKind::Fin => "FIN".to_string(),
-            SegKind::Rst => "RST".to_string(),
-        }
-    }
-}
-
 pub(crate) struct Seg {
     pub due: Duration,
     pub kind: SegKind,
@@ -141,6 +131,15 @@ pub(crate) struct Conn {
     pub established: bool,
     pub silent: bool,
     pub send_bound: [usize; 2],
+    /// The links each direction travels (drawn once per host pair).
+    pub links: [LinkConfig; 2],
+    /// `conn#N a->b` for each direction, made once (every delivery records it).
+    pub labels: [Arc<str>; 2],
+}
+
+/// The history identities of a connection's two directions.
+pub(crate) fn conn_labels(id: ConnId, addrs: &[SocketAddr; 2]) -> [Arc<str>; 2] {
+    [format!("conn#{id} {}->{}", addrs[0], addrs[1]).into(), format!("conn#{id} {}->{}", addrs[1], addrs[0]).into()]
 }
 
 impl Conn {
@@ -154,8 +153,8 @@ impl Conn {
         }
     }
 
-    fn label(&self, from: usize) -> String {
-        format!("conn#{} {}->{}", self.id, self.addrs[from], self.addrs[1 - from])
+    fn label(&self, from: usize) -> &str {
+        &self.labels[from]
     }
 
     /// Whether the whole connection is over for end `i` (both FINs exchanged, or reset).
@@ -307,7 +306,7 @@ pub(crate) fn schedule_pipe(core: &Arc<Core>, st: &mut State, conn: ConnId, from
     if super::control::held(st, conn, from) {
         return;
     }
-    let label = c.label(from);
+    let label = c.label(from).to_string();
     let core2 = Arc::clone(core);
     let event = Event::new("net.deliver", label).unrecorded().action(move || deliver(&core2, conn, from));
     let id = core.driver.at(head_due, event);
@@ -321,9 +320,7 @@ pub(crate) fn schedule_pipe(core: &Arc<Core>, st: &mut State, conn: ConnId, from
 /// Queues a segment on a pipe with the link's latency and jitter, preserving order.
 pub(crate) fn send_segment(core: &Arc<Core>, st: &mut State, conn: ConnId, from: usize, kind: SegKind) {
     let now = core.now();
-    let Some(c) = st.conns.get(&conn) else { return };
-    let (src, dst) = (c.hosts[from].clone(), c.hosts[1 - from].clone());
-    let link = st.link(&src, &dst);
+    let Some(link) = st.conns.get(&conn).map(|c| c.links[from]) else { return };
     let jitter = if link.jitter.is_zero() { Duration::ZERO } else { st.draws.duration(Duration::ZERO..=link.jitter) };
     let Some(c) = st.conns.get_mut(&conn) else {
         return;
@@ -348,7 +345,14 @@ pub(crate) fn deliver(core: &Arc<Core>, conn: ConnId, from: usize) {
         c.pipes[from].scheduled = None;
     }
     let to = 1 - from;
-    let mut described: Vec<String> = Vec::new();
+    let mut described = String::new();
+    let mut note = |text: std::fmt::Arguments<'_>| {
+        use std::fmt::Write;
+        if !described.is_empty() {
+            described.push_str(", ");
+        }
+        let _ = described.write_fmt(text);
+    };
     let mut reply_rst = false;
     loop {
         if super::control::held(st, conn, from) {
@@ -373,7 +377,7 @@ pub(crate) fn deliver(core: &Arc<Core>, conn: ConnId, from: usize) {
                 let head = bytes.split_to(allow as usize);
                 c.pipes[from].queued_bytes -= head.len();
                 c.pipes[from].delivered_bytes += head.len() as u64;
-                described.push(format!("{} bytes (held after)", head.len()));
+                note(format_args!("{} bytes (held after)", head.len()));
                 receive(c, from, SegKind::Data(head), &mut reply_rst);
                 break;
             }
@@ -383,13 +387,17 @@ pub(crate) fn deliver(core: &Arc<Core>, conn: ConnId, from: usize) {
             c.pipes[from].queued_bytes -= b.len();
             c.pipes[from].delivered_bytes += b.len() as u64;
         }
-        described.push(seg.kind.describe());
+        match &seg.kind {
+            SegKind::Data(b) => note(format_args!("{} bytes", b.len())),
+            SegKind::Fin => note(format_args!("FIN")),
+            SegKind::Rst => note(format_args!("RST")),
+        }
         receive(c, from, seg.kind, &mut reply_rst);
     }
     if !described.is_empty()
         && let Some(c) = st.conns.get(&conn)
     {
-        core.record("net.deliver", &c.label(from), described.join(", "));
+        core.record("net.deliver", c.label(from), &described);
     }
     if reply_rst {
         // Data reached an end that is closed: it answers with RST (Linux tcp_rcv_state_process).

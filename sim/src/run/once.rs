@@ -426,7 +426,7 @@ fn run_on_this_thread(spec: RunSpec, body: Arc<Body>, progress: Progress) -> Run
     let keep_trace = spec.keep_trace && (outcome.failure.is_some() || spec.trace_all);
     RunResult {
         entries: history.entries().cloned().collect(),
-        trace: if keep_trace { trace.lines() } else { Vec::new() },
+        trace: if keep_trace { trace.render(&history) } else { Vec::new() },
         swarm_drawn: swarm.as_ref().map(|s| s.values().into_keys().collect()).unwrap_or_default(),
         swarm_errors: swarm.as_ref().map(Swarm::errors).unwrap_or_default(),
         outcome,
