@@ -128,3 +128,29 @@ fn a_run_still_advancing_fake_time_at_the_watchdog_is_said_to_be_slow() {
     assert!(failure.message.contains("still making progress"), "{}", failure.message);
     assert!(outcome.fake_elapsed() > Duration::from_secs(1), "fake time had advanced: {:?}", outcome.fake_elapsed());
 }
+
+static STOP_LIVELOCK: AtomicBool = AtomicBool::new(false);
+
+#[test]
+fn tasks_waking_each_other_forever_without_time_advancing_is_a_livelock() {
+    let report = Simulation::new("livelock").seeds(0..1).confirm(0).watchdog(Duration::from_millis(300)).run(
+        |_ctx| async move {
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+            let echo = tx.clone();
+            tokio::spawn(async move {
+                while !STOP_LIVELOCK.load(Ordering::Relaxed) {
+                    let _ = echo.send(());
+                    tokio::task::yield_now().await;
+                }
+            });
+            drop(tx);
+            while rx.recv().await.is_some() {}
+            Ok(())
+        },
+    );
+    // The abandoned run thread would spin for the rest of this process: let it end.
+    STOP_LIVELOCK.store(true, Ordering::Relaxed);
+    let failure = report.first_failure().and_then(|o| o.failure.clone()).expect("reported");
+    assert_eq!(failure.class, Class::Inconclusive);
+    assert!(failure.message.contains("a livelock"), "{}", failure.message);
+}

@@ -58,6 +58,7 @@ pub use control::{
     PauseListener, RefuseDials, Reset, Route, Scheduled, ShortReads, Side, Silence, SilentHost, ThrottleReader,
 };
 pub use host::{DialOptions, Host};
+pub use nemesis::Nemesis;
 pub use tcp::{OwnedReadHalf, OwnedWriteHalf, ReadHalf, ReuniteError, TcpListener, TcpStream, WriteHalf};
 
 use state::{Core, NameKind, State};

@@ -306,6 +306,10 @@ pub(crate) fn schedule_pipe(core: &Arc<Core>, st: &mut State, conn: ConnId, from
     if super::control::held(st, conn, from) {
         return;
     }
+    let head_is_data = matches!(c.pipes[from].queue.front().map(|s| &s.kind), Some(SegKind::Data(_)));
+    if head_is_data && super::control::hold_allowance(st, conn, from) == Some(0) {
+        return; // held after its byte allowance: rescheduled when a rule changes
+    }
     let label = c.label(from).to_string();
     let core2 = Arc::clone(core);
     let event = Event::new("net.deliver", label).unrecorded().action(move || deliver(&core2, conn, from));

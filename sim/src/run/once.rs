@@ -191,13 +191,18 @@ fn thread_cpu(thread: libc::pthread_t) -> Option<Duration> {
 /// Says why a run missed its watchdog: still advancing fake time (slow), busy without yielding,
 /// or blocked in the kernel or on a lock.
 fn diagnose(progress: &Progress, thread: libc::pthread_t, watchdog: Duration) -> String {
-    let (polls_before, cpu_before) = (progress.polls(), thread_cpu(thread));
+    let (polls_before, fake_before, cpu_before) = (progress.polls(), progress.fake_elapsed(), thread_cpu(thread));
     std::thread::sleep(Duration::from_millis(200));
-    let (polls_after, cpu_after) = (progress.polls(), thread_cpu(thread));
+    let (polls_after, fake_after, cpu_after) = (progress.polls(), progress.fake_elapsed(), thread_cpu(thread));
     let fake = crate::trace::format_elapsed(progress.fake_elapsed());
     let fake = fake.trim();
     let budget = swarm::format_duration(watchdog);
-    if polls_after > polls_before {
+    if polls_after > polls_before && fake_after == fake_before {
+        format!(
+            "the run did not finish within the {budget} wall-clock watchdog: tasks keep waking each other at fake \
+             time {fake} without time advancing ({polls_after} task polls): a livelock"
+        )
+    } else if polls_after > polls_before {
         format!(
             "the run did not finish within the {budget} wall-clock watchdog, but it was still making progress \
              (fake time {fake}, {polls_after} task polls): it is slow, not stuck — raise SIM_WATCHDOG, or lower \
