@@ -109,6 +109,14 @@ impl Failure {
     }
 }
 
+/// `?` on an I/O error in a run's body: a correctness failure of the oracle `io`, with the error's
+/// message (`Connection refused (os error 111)`). Map errors yourself to name a better oracle.
+impl From<std::io::Error> for Failure {
+    fn from(e: std::io::Error) -> Failure {
+        Failure::correctness("io", e.to_string())
+    }
+}
+
 /// The identity of the build that ran: enough to know whether a replay runs the same code.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Identity {

@@ -401,7 +401,7 @@ impl Control for Reset {
     fn install(&self, net: &Network) -> Undo {
         net.reset_where(&self.conn);
         let sel = self.conn.clone();
-        net.add_on_established(Box::new(move |net, info| {
+        net.add_on_established(std::sync::Arc::new(move |net, info| {
             if sel.matches(info) {
                 net.reset_where(&ConnSel::Id(info.id));
             }
@@ -426,7 +426,7 @@ impl Control for Silence {
     fn install(&self, net: &Network) -> Undo {
         net.silence_where(&self.conn);
         let sel = self.conn.clone();
-        net.add_on_established(Box::new(move |net, info| {
+        net.add_on_established(std::sync::Arc::new(move |net, info| {
             if sel.matches(info) {
                 net.silence_where(&ConnSel::Id(info.id));
             }

@@ -138,7 +138,7 @@ pub struct ConnInfo {
     pub server_host: String,
 }
 
-type EstablishedHook = Box<dyn Fn(&Network, &ConnInfo) + Send + Sync>;
+type EstablishedHook = Arc<dyn Fn(&Network, &ConnInfo) + Send + Sync>;
 
 /// The run's simulated network. Cheap to clone; get it with [`crate::Ctx::net`].
 #[derive(Clone)]
@@ -341,8 +341,10 @@ impl Network {
     }
 
     pub(crate) fn run_established_hooks(&self, info: &ConnInfo) {
-        let hooks = self.hooks.lock().unwrap_or_else(|p| p.into_inner());
-        for hook in hooks.values() {
+        // Called without the hooks' lock held: a hook may install or release controls.
+        let hooks: Vec<EstablishedHook> =
+            self.hooks.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+        for hook in hooks {
             hook(self, info);
         }
     }
