@@ -17,6 +17,7 @@
 //! | [`driver`] | the harness event queue |
 //! | [`history`] | the event log, its chained hash, and the diff of two histories |
 //! | [`net`] | the simulated TCP network: hosts, names, links, streams, faults, adapters |
+//! | [`node`] | services as nodes on the network; lifecycle (SIGTERM, crash, restart, rollout); exit causes; leaks |
 //! | [`report`] | failure classes, identity, replay lines, traces, JSON summaries |
 //! | [`trace`] | the run's `tracing` subscriber on fake time |
 //! | [`run`] | [`Simulation`] and the per-run [`Ctx`] |
@@ -44,6 +45,8 @@ pub mod driver;
 pub mod history;
 #[cfg(tokio_unstable)]
 pub mod net;
+#[cfg(tokio_unstable)]
+pub mod node;
 #[cfg(tokio_unstable)]
 pub mod report;
 #[cfg(tokio_unstable)]

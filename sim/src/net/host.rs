@@ -28,6 +28,8 @@ pub struct Host {
     net: Network,
     name: String,
     addr: IpAddr,
+    /// The incarnation this handle belongs to (`None`: whatever is current).
+    incarnation: Option<u64>,
 }
 
 impl std::fmt::Debug for Host {
@@ -59,8 +61,26 @@ fn listen_port(host_addr: IpAddr, text: &str) -> io::Result<u16> {
 }
 
 impl Host {
-    pub(crate) fn new(net: Network, name: String, addr: IpAddr) -> Host {
-        Host { net, name, addr }
+    pub(crate) fn new(net: Network, name: String, addr: IpAddr, incarnation: Option<u64>) -> Host {
+        Host { net, name, addr, incarnation }
+    }
+
+    /// The incarnation this handle belongs to, if it is a node's.
+    pub fn incarnation(&self) -> Option<u64> {
+        self.incarnation
+    }
+
+    /// Refuses an operation from a handle whose incarnation has ended (a crashed or exited
+    /// process): `ENETDOWN`, counted as a stale operation.
+    fn check_live(&self, st: &mut state::State) -> io::Result<u64> {
+        let current = st.hosts.get(&self.name).map_or(0, |h| h.incarnation);
+        match self.incarnation {
+            Some(mine) if mine != current || st.ended.contains(&(self.name.clone(), mine)) => {
+                st.stale_ops += 1;
+                Err(os_error(errno::ENETDOWN))
+            }
+            _ => Ok(current),
+        }
     }
 
     /// The host's name (what other hosts dial).
@@ -97,11 +117,15 @@ impl Host {
         let port = listen_port(self.addr, addr)?;
         let sock = SocketAddr::new(self.addr, port);
         let mut st = self.net.core.lock();
+        let incarnation = self.check_live(&mut st)?;
         if st.listening.contains_key(&sock) {
             return Err(os_error(errno::EADDRINUSE));
         }
         let id = st.next_id();
-        st.listeners.insert(id, ListenerState { backlog, queue: Default::default(), waker: None });
+        st.listeners.insert(
+            id,
+            ListenerState { host: self.name.clone(), incarnation, backlog, queue: Default::default(), waker: None },
+        );
         st.listening.insert(sock, id);
         drop(st);
         self.net.core.record("net.listen", &self.name, sock.to_string());
@@ -205,6 +229,7 @@ impl Host {
         let core = Arc::clone(&self.net.core);
         let dial_id = {
             let mut st = core.lock();
+            let incarnation = self.check_live(&mut st)?;
             if st.host_mode(&self.name) == state::HostMode::Silent {
                 return Err(os_error(errno::ENETUNREACH));
             }
@@ -230,6 +255,7 @@ impl Host {
                     send_bound: [links[0].send_buffer, links[1].send_buffer],
                     links,
                     labels: state::conn_labels(conn_id, &[local, addr]),
+                    incarnations: [incarnation, 0],
                 },
             );
             let dial_id = st.next_id();
@@ -366,8 +392,10 @@ fn syn_arrives(core: &Arc<Core>, dial: DialId) {
             if let Some(w) = l.waker.take() {
                 w.wake();
             }
+            let server_incarnation = st.listeners.get(&lid).map_or(0, |l| l.incarnation);
             if let Some(c) = st.conns.get_mut(&conn) {
                 c.ends[1].handles = 0;
+                c.incarnations[1] = server_incarnation;
             }
             drop(st);
             core.driver.after(

@@ -58,6 +58,7 @@ pub use control::{
     PauseListener, RefuseDials, Reset, Route, Scheduled, ShortReads, Side, Silence, SilentHost, ThrottleReader,
 };
 pub use host::{DialOptions, Host};
+
 pub use nemesis::Nemesis;
 pub use tcp::{OwnedReadHalf, OwnedWriteHalf, ReadHalf, ReuniteError, TcpListener, TcpStream, WriteHalf};
 
@@ -107,6 +108,17 @@ impl NetConfig {
             backlog: 1024,
         }
     }
+}
+
+/// How an incarnation of a host ends (see [`Network::end_incarnation`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Ending {
+    /// The process exited: sockets closed as `close(2)` closes them.
+    Exit,
+    /// The process was killed: every connection reset.
+    Reset,
+    /// The machine vanished: silence.
+    Vanish,
 }
 
 /// What a writer to a never-reading peer got accepted on Linux loopback before blocking.
@@ -176,6 +188,8 @@ impl Network {
             config,
             tree,
             routes: BTreeMap::new(),
+            stale_ops: 0,
+            ended: Default::default(),
         };
         Network {
             core: Arc::new(Core {
@@ -192,7 +206,82 @@ impl Network {
     /// name resolves to its address.
     pub fn host(&self, name: &str) -> Host {
         let addr = self.core.lock().host_addr(name);
-        Host::new(self.clone(), name.to_string(), addr)
+        Host::new(self.clone(), name.to_string(), addr, None)
+    }
+
+    /// Starts a new incarnation of a host — a process starting on it — and returns a handle bound
+    /// to it. The host is up (a silent host answers again). Once the incarnation ends
+    /// ([`Network::end_incarnation`]), every operation through this handle fails `ENETDOWN`.
+    pub fn start_incarnation(&self, name: &str) -> Host {
+        let mut st = self.core.lock();
+        let addr = st.host_addr(name);
+        let host = st.hosts.get_mut(name).expect("the host was just made");
+        host.incarnation += 1;
+        host.mode = state::HostMode::Up;
+        let incarnation = host.incarnation;
+        drop(st);
+        self.core.record("net.incarnation", name, incarnation.to_string());
+        Host::new(self.clone(), name.to_string(), addr, Some(incarnation))
+    }
+
+    /// Ends an incarnation of a host: its process is gone, and with it its sockets.
+    ///
+    /// - [`Ending::Exit`]: the process exited; the kernel closes each socket as `close(2)` does
+    ///   (FIN, or RST when unread data remains) and drops its listeners (queued connections are
+    ///   reset).
+    /// - [`Ending::Reset`]: every connection of the incarnation is reset (the peer sees RST) and its
+    ///   listeners are dropped: a killed process, as the design's crash model has it.
+    /// - [`Ending::Vanish`]: the machine is gone: its connections go silent for good and the host
+    ///   answers nothing (dials to it time out) until its next incarnation starts.
+    ///
+    /// Returns how many connections and listeners were fenced.
+    pub fn end_incarnation(&self, name: &str, incarnation: u64, how: Ending) -> (usize, usize) {
+        let core = &self.core;
+        let mut st = core.lock();
+        st.ended.insert((name.to_string(), incarnation));
+        let mine = |c: &state::Conn, i: usize| c.hosts[i] == name && c.incarnations[i] == incarnation;
+        let ends: Vec<(u64, usize)> =
+            st.conns.values().flat_map(|c| (0..2).filter(move |&i| mine(c, i)).map(move |i| (c.id, i))).collect();
+        for &(id, i) in &ends {
+            match how {
+                Ending::Exit => state::close_end(core, &mut st, id, i),
+                Ending::Reset => state::abort_end(core, &mut st, id, i),
+                Ending::Vanish => {
+                    if let Some(c) = st.conns.get_mut(&id) {
+                        c.silent = true;
+                        c.ends[i].closed = true;
+                    }
+                }
+            }
+        }
+        let listeners: Vec<u64> = st
+            .listeners
+            .iter()
+            .filter(|(_, l)| l.host == name && l.incarnation == incarnation)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in &listeners {
+            state::drop_listener(core, &mut st, *id, how != Ending::Vanish);
+        }
+        if how == Ending::Vanish
+            && let Some(h) = st.hosts.get_mut(name)
+            && h.incarnation == incarnation
+        {
+            h.mode = state::HostMode::Silent;
+        }
+        drop(st);
+        core.record(
+            "net.incarnation.end",
+            name,
+            format!("{incarnation} {how:?}: {} connection ends, {} listeners", ends.len(), listeners.len()),
+        );
+        (ends.len(), listeners.len())
+    }
+
+    /// Operations refused because they came through a handle of an ended incarnation (what a
+    /// crashed node's leftover tasks tried to do).
+    pub fn stale_operations(&self) -> u64 {
+        self.core.lock().stale_ops
     }
 
     /// Declares a ClusterIP service: `name` resolves to one virtual address, and each new

@@ -32,6 +32,7 @@ pub(crate) mod errno {
     pub const EPIPE: i32 = 32;
     pub const EADDRINUSE: i32 = 98;
     pub const EADDRNOTAVAIL: i32 = 99;
+    pub const ENETDOWN: i32 = 100;
     pub const ENETUNREACH: i32 = 101;
     pub const ECONNRESET: i32 = 104;
     pub const ENOTCONN: i32 = 107;
@@ -56,6 +57,8 @@ pub(crate) struct HostState {
     pub addr: IpAddr,
     pub mode: HostMode,
     pub next_port: u16,
+    /// The current incarnation (a process start on this host; 0 until a node starts one).
+    pub incarnation: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -133,6 +136,8 @@ pub(crate) struct Conn {
     pub send_bound: [usize; 2],
     /// The links each direction travels (drawn once per host pair).
     pub links: [LinkConfig; 2],
+    /// The incarnation of each end's host that owns the end.
+    pub incarnations: [u64; 2],
     /// `conn#N a->b` for each direction, made once (every delivery records it).
     pub labels: [Arc<str>; 2],
 }
@@ -164,6 +169,8 @@ impl Conn {
 }
 
 pub(crate) struct ListenerState {
+    pub host: String,
+    pub incarnation: u64,
     pub backlog: usize,
     pub queue: VecDeque<ConnId>,
     pub waker: Option<Waker>,
@@ -199,6 +206,10 @@ pub(crate) struct State {
     pub tree: Tree,
     pub routes: BTreeMap<String, Source>,
     pub draws: Source,
+    /// Operations attempted through a host handle of an ended incarnation (refused).
+    pub stale_ops: u64,
+    /// Incarnations that ended (host, incarnation).
+    pub ended: BTreeSet<(String, u64)>,
 }
 
 /// The shared core of a [`super::Network`].
@@ -237,7 +248,7 @@ impl State {
         self.next_host += 1;
         let n = self.next_host;
         let addr = IpAddr::V4(Ipv4Addr::new(10, 0, (n >> 8) as u8, (n & 0xff) as u8));
-        self.hosts.insert(name.to_string(), HostState { addr, mode: HostMode::Up, next_port: 49152 });
+        self.hosts.insert(name.to_string(), HostState { addr, mode: HostMode::Up, next_port: 49152, incarnation: 0 });
         self.by_addr.insert(addr, name.to_string());
         self.names.insert(name.to_string(), NameKind::Host(addr));
         addr
@@ -497,6 +508,46 @@ pub(crate) fn close_end(core: &Arc<Core>, st: &mut State, conn: ConnId, i: usize
         send_segment(core, st, conn, i, SegKind::Fin);
     }
     maybe_forget(st, conn);
+}
+
+/// Aborts end `i` (its process was killed): the end is closed and its peer gets RST, behind what
+/// was already sent.
+pub(crate) fn abort_end(core: &Arc<Core>, st: &mut State, conn: ConnId, i: usize) {
+    let Some(c) = st.conns.get_mut(&conn) else { return };
+    if c.ends[i].reset {
+        c.ends[i].closed = true;
+        return;
+    }
+    c.ends[i].closed = true;
+    c.ends[i].reset = true;
+    c.pipes[1 - i].recv.clear();
+    c.pipes[1 - i].recv_bytes = 0;
+    send_segment(core, st, conn, i, SegKind::Rst);
+    maybe_forget(st, conn);
+}
+
+/// Removes a listener; with `reset`, its queued connections are reset (Linux
+/// inet_csk_listen_stop), otherwise they are left to go silent with their host.
+pub(crate) fn drop_listener(core: &Arc<Core>, st: &mut State, id: ListenerId, reset: bool) {
+    let Some(l) = st.listeners.remove(&id) else { return };
+    st.listening.retain(|_, lid| *lid != id);
+    if let Some(w) = l.waker {
+        w.wake();
+    }
+    for conn in l.queue {
+        if let Some(c) = st.conns.get_mut(&conn) {
+            c.ends[1].closed = true;
+            if !reset {
+                c.silent = true;
+                continue;
+            }
+            c.ends[1].reset = true;
+        }
+        if reset {
+            send_segment(core, st, conn, 1, SegKind::Rst);
+        }
+        maybe_forget(st, conn);
+    }
 }
 
 /// Forgets a connection once both ends are closed and nothing is in flight.

@@ -541,7 +541,9 @@ impl TcpListener {
         let mut st = self.net.core.lock();
         let paused = control::listener_paused(&st, self.addr);
         let Some(l) = st.listeners.get_mut(&self.id) else {
-            return Poll::Ready(Err(os_error(errno::ENOTCONN)));
+            // The network removed it: its incarnation ended. A dead process accepts nothing, and
+            // a leftover task of it waits here for good rather than spinning on errors.
+            return Poll::Pending;
         };
         if paused || l.queue.is_empty() {
             l.waker = Some(cx.waker().clone());
@@ -565,19 +567,7 @@ impl Drop for TcpListener {
     fn drop(&mut self) {
         let core = &self.net.core;
         let mut st = core.lock();
-        st.listening.remove(&self.addr);
-        let Some(l) = st.listeners.remove(&self.id) else {
-            return;
-        };
-        // Linux inet_csk_listen_stop: connections still in the accept queue are reset.
-        for conn in l.queue {
-            if let Some(c) = st.conns.get_mut(&conn) {
-                c.ends[1].closed = true;
-                c.ends[1].reset = true;
-            }
-            state::send_segment(core, &mut st, conn, 1, SegKind::Rst);
-            state::maybe_forget(&mut st, conn);
-        }
+        state::drop_listener(core, &mut st, self.id, true);
         drop(st);
         core.record("net.unlisten", &self.addr.to_string(), "");
     }

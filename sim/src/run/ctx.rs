@@ -25,6 +25,7 @@ pub(crate) struct Shared {
     pub(crate) epoch: std::time::SystemTime,
     pub(crate) net: std::sync::OnceLock<crate::net::Network>,
     pub(crate) net_config: Mutex<Option<crate::net::NetConfig>>,
+    pub(crate) tasks: crate::runtime::Tasks,
 }
 
 /// The handle a run's body gets: the seed's streams, the swarm, the driver, the history.
@@ -128,6 +129,10 @@ impl Ctx {
     /// A copy of the history so far.
     pub fn history(&self) -> history::History {
         self.shared.recorder.snapshot()
+    }
+
+    pub(crate) fn tasks(&self) -> &crate::runtime::Tasks {
+        &self.shared.tasks
     }
 
     pub(crate) fn recorder(&self) -> Arc<Recorder> {

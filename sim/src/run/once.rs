@@ -331,6 +331,7 @@ fn run_on_this_thread(spec: RunSpec, body: Arc<Body>, progress: Progress) -> Run
                         epoch: sim_ref.epoch(),
                         net: std::sync::OnceLock::new(),
                         net_config: Mutex::new(None),
+                        tasks: run_tasks.clone(),
                     });
                     *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::clone(&shared));
                     let ctx = Ctx { shared: Arc::clone(&shared) };

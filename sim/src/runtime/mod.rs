@@ -32,14 +32,20 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use crate::seed::Seed;
 
-/// One live task: its spawn-order number and where it was spawned.
+/// One live task: its spawn-order number, where it was spawned, and the node that owns it.
 #[derive(Clone, Debug)]
 pub struct TaskInfo {
     /// Spawn order within the run (the run's root future is 0).
     pub ordinal: u64,
     /// Where `tokio::spawn` (or a library's spawn) was called.
     pub spawned_at: &'static Location<'static>,
+    /// The owner (a node incarnation) it inherited from the task that spawned it, if any.
+    pub owner: Option<Owner>,
 }
+
+/// A node incarnation that owns tasks: every task spawned by one of its tasks is its too,
+/// whoever spawned it (the node's code, hyper, tower…).
+pub type Owner = u32;
 
 /// A run's progress, readable from the watchdog's thread while the run goes on.
 #[derive(Clone, Default, Debug)]
@@ -72,6 +78,12 @@ struct TaskState {
     harness: Vec<tokio::task::Id>,
     start: Option<tokio::time::Instant>,
     progress: Progress,
+    /// Owners whose incarnation ended: their tasks' polls are counted.
+    dead: std::collections::BTreeSet<Owner>,
+    /// Polls of tasks whose owner had ended, by owner.
+    zombie_polls: std::collections::BTreeMap<Owner, u64>,
+    /// Tasks aborted by the harness: their last "poll" is their cancellation, not a run.
+    aborted: std::collections::HashSet<tokio::task::Id>,
 }
 
 /// The task table of one run, fed by tokio's task hooks.
@@ -96,19 +108,59 @@ impl Tasks {
     }
 
     fn spawned(&self, meta: &tokio::runtime::TaskMeta<'_>) {
+        // Called by the spawning code: the current task, if any, is the parent.
+        let parent = tokio::task::try_id();
         let mut state = self.lock();
         state.next_ordinal += 1;
-        let info = TaskInfo { ordinal: state.next_ordinal, spawned_at: meta.spawned_at() };
+        let owner = parent.and_then(|p| state.live.get(&p)).and_then(|t| t.owner);
+        let info = TaskInfo { ordinal: state.next_ordinal, spawned_at: meta.spawned_at(), owner };
         state.live.insert(meta.id(), info);
     }
 
+    /// Gives a task (and so everything it will spawn) to an owner.
+    pub(crate) fn set_owner(&self, id: tokio::task::Id, owner: Owner) {
+        if let Some(t) = self.lock().live.get_mut(&id) {
+            t.owner = Some(owner);
+        }
+    }
+
+    /// Tasks the harness aborted: the scheduler's pass that cancels them is not a run.
+    pub(crate) fn mark_aborted(&self, ids: impl IntoIterator<Item = tokio::task::Id>) {
+        self.lock().aborted.extend(ids);
+    }
+
+    /// The owner's incarnation ended: from now on its tasks' polls are zombie polls.
+    pub(crate) fn mark_dead(&self, owner: Owner) {
+        self.lock().dead.insert(owner);
+    }
+
+    /// Live tasks of an owner.
+    pub(crate) fn owned(&self, owner: Owner) -> Vec<TaskInfo> {
+        let state = self.lock();
+        let mut out: Vec<TaskInfo> = state.live.values().filter(|t| t.owner == Some(owner)).cloned().collect();
+        out.sort_by_key(|t| t.ordinal);
+        out
+    }
+
+    /// Polls of tasks after their owner ended, by owner.
+    pub(crate) fn zombie_polls(&self) -> std::collections::BTreeMap<Owner, u64> {
+        self.lock().zombie_polls.clone()
+    }
+
     fn terminated(&self, meta: &tokio::runtime::TaskMeta<'_>) {
-        self.lock().live.remove(&meta.id());
+        let mut state = self.lock();
+        state.live.remove(&meta.id());
+        state.aborted.remove(&meta.id());
     }
 
     fn polled(&self, meta: &tokio::runtime::TaskMeta<'_>) {
         let mut state = self.lock();
-        let ordinal = state.live.get(&meta.id()).map_or(u64::MAX, |t| t.ordinal);
+        let (ordinal, owner) = state.live.get(&meta.id()).map_or((u64::MAX, None), |t| (t.ordinal, t.owner));
+        if let Some(owner) = owner.filter(|o| state.dead.contains(o))
+            && !state.aborted.contains(&meta.id())
+        {
+            *state.zombie_polls.entry(owner).or_default() += 1;
+        }
         let watcher = state.watcher == Some(meta.id());
         state.note_poll(ordinal, watcher);
     }

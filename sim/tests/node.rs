@@ -1,0 +1,317 @@
+//! Nodes and their lifecycle: start, SIGTERM, crash, restart, rollout; exit causes; tasks dropped
+//! with their node, measured.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use sim::node::{BoxError, CrashMode, ExitCause, Lifecycle, NodeCtx, Service, System};
+use sim::{Class, Ctx, Failure, Simulation};
+
+fn check(ok: bool, what: impl Into<String>) -> Result<(), Failure> {
+    if ok { Ok(()) } else { Err(Failure::correctness("node-test", what)) }
+}
+
+/// An axum service on a node, served through the node (tracked tasks, graceful drain).
+async fn hello(node: NodeCtx) -> Result<(), BoxError> {
+    let listener = node.host().listen("8080")?;
+    let name = node.name().to_string();
+    let version = node.version().to_string();
+    let app = axum::Router::new().route(
+        "/",
+        axum::routing::get(move || {
+            let (name, version) = (name.clone(), version.clone());
+            async move {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                format!("{name} {version}")
+            }
+        }),
+    );
+    node.set_ready();
+    sim::node::serve(&node, listener, app).await
+}
+
+/// The same service, but served with axum::serve: its connection tasks escape the node's tracking.
+async fn hello_untracked(node: NodeCtx) -> Result<(), BoxError> {
+    let listener = node.host().listen("8080")?;
+    let app = axum::Router::new().route("/", axum::routing::get(|| async { "hi" }));
+    node.set_ready();
+    let shutdown = node.shutdown_signal();
+    axum::serve(sim::net::adapters::ServeListener(listener), app).with_graceful_shutdown(shutdown).await?;
+    Ok(())
+}
+
+async fn get(ctx: &Ctx, from: &str, url: &str) -> Result<String, String> {
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .timer(hyper_util::rt::TokioTimer::new())
+        .build::<_, Full<Bytes>>(sim::net::adapters::Connector::new(ctx.net().host(from)));
+    let response = client.get(url.parse().map_err(|e| format!("{e}"))?).await.map_err(|e| format!("{e:?}"))?;
+    let body = response.into_body().collect().await.map_err(|e| format!("{e}"))?.to_bytes();
+    Ok(String::from_utf8_lossy(&body).into_owned())
+}
+
+#[test]
+fn a_service_starts_serves_and_stops_on_sigterm() {
+    Simulation::new("node_basic")
+        .seeds(0..8)
+        .run(|ctx: Ctx| async move {
+            let system = System::new(&ctx);
+            let names = system.add(Service::new("hello", hello).replicas(2..=2));
+            check(names == ["hello-0", "hello-1"], format!("{names:?}"))?;
+            system.start().await?;
+            let body =
+                get(&ctx, "client", "http://hello:8080/").await.map_err(|e| Failure::correctness("node-test", e))?;
+            check(body.starts_with("hello-") && body.ends_with(" v1"), body)?;
+            system.stop().await?;
+            let exits = system.exits();
+            check(exits.len() == 2, format!("{exits:?}"))?;
+            check(exits.iter().all(|e| e.cause == ExitCause::Signal(Ok(()))), format!("{exits:?}"))
+        })
+        .assert_passed();
+}
+
+/// `hello`, telling `received` when a request reaches the handler.
+async fn hello_notifying(node: NodeCtx, received: std::sync::Arc<tokio::sync::Notify>) -> Result<(), BoxError> {
+    let listener = node.host().listen("8080")?;
+    let name = node.name().to_string();
+    let app = axum::Router::new().route(
+        "/",
+        axum::routing::get(move || {
+            let (name, received) = (name.clone(), received.clone());
+            async move {
+                received.notify_one();
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                format!("{name} v1")
+            }
+        }),
+    );
+    node.set_ready();
+    sim::node::serve(&node, listener, app).await
+}
+
+#[test]
+fn sigterm_drains_in_flight_requests() {
+    Simulation::new("node_drain")
+        .seeds(0..8)
+        .run(|ctx: Ctx| async move {
+            let system = System::new(&ctx);
+            let received = std::sync::Arc::new(tokio::sync::Notify::new());
+            let notify = received.clone();
+            system.add(Service::new("hello", move |node| hello_notifying(node, notify.clone())));
+            system.start().await?;
+            let system2 = system.clone();
+            // SIGTERM while the request is being handled (it takes 50 ms).
+            tokio::spawn(async move {
+                received.notified().await;
+                system2.sigterm("hello-0");
+            });
+            let body = get(&ctx, "client", "http://hello:8080/").await;
+            check(body.as_deref() == Ok("hello-0 v1"), format!("the in-flight request completes: {body:?}"))?;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            check(system.running().is_empty(), "then the node stops")?;
+            system.check_zombies()
+        })
+        .assert_passed();
+}
+
+#[test]
+fn a_crash_drops_the_nodes_tasks_and_none_runs_afterwards() {
+    let report = Simulation::new("node_crash").seeds(0..16).run(|ctx: Ctx| async move {
+        let system = System::new(&ctx);
+        system.add(Service::new("hello", hello));
+        system.start().await?;
+        // A request in flight (the handler sleeps 50 ms), and a keep-alive connection.
+        let ctx2 = ctx.clone();
+        let pending = tokio::spawn(async move { get(&ctx2, "client", "http://hello:8080/").await });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        system.crash("hello-0", None).await;
+        let outcome = tokio::time::timeout(Duration::from_secs(5), pending).await;
+        ctx.record("client", "after-crash", format!("{outcome:?}"));
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        check(system.exits().first().is_some_and(|e| matches!(e.cause, ExitCause::Crash(_))), "recorded as a crash")?;
+        // The measurement: no task of the crashed incarnation was polled after the crash.
+        let zombies = system.zombie_polls();
+        check(zombies.is_empty(), format!("tasks ran after the crash: {zombies:?}"))?;
+        check(ctx.net().stale_operations() == 0, "nothing of the dead node touched the network")?;
+        let aborted =
+            ctx.history().entries().find(|e| e.kind == "node.exit").map(|e| e.detail.clone()).unwrap_or_default();
+        ctx.record("measure", "crash", aborted);
+        Ok(())
+    });
+    report.assert_passed();
+    let modes: std::collections::BTreeSet<bool> = report.outcomes.iter().map(|o| o.swarm.is_empty()).collect();
+    assert_eq!(modes.len(), 1);
+}
+
+#[test]
+fn a_task_left_running_by_a_node_that_stopped_is_a_leak() {
+    async fn leaky(node: NodeCtx) -> Result<(), BoxError> {
+        // A background ticker spawned with a plain tokio::spawn and never stopped.
+        tokio::spawn(async {
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        });
+        node.set_ready();
+        node.shutdown_signal().await;
+        Ok(())
+    }
+    let report = Simulation::new("node_leak").seeds(0..4).confirm(0).run(|ctx: Ctx| async move {
+        let system = System::new(&ctx);
+        system.add(Service::new("leaky", leaky));
+        system.start().await?;
+        system.stop().await?;
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        Ok(())
+    });
+    let failure = report.first_failure().and_then(|o| o.failure.clone()).expect("the leak is found");
+    assert_eq!(failure.class, Class::Leak, "{failure}");
+    assert!(failure.message.contains("tests/node.rs"), "names where the task was spawned: {failure}");
+}
+
+#[test]
+fn a_task_that_escaped_tracking_and_runs_after_a_crash_is_a_zombie() {
+    let report = Simulation::new("node_zombie").seeds(0..4).confirm(0).run(|ctx: Ctx| async move {
+        let system = System::new(&ctx);
+        system.add(Service::new("hello", hello_untracked));
+        system.start().await?;
+        // A keep-alive connection: axum's connection task was spawned with a plain tokio::spawn.
+        let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .timer(hyper_util::rt::TokioTimer::new())
+            .build::<_, Full<Bytes>>(sim::net::adapters::Connector::new(ctx.net().host("client")));
+        let response = client
+            .get("http://hello:8080/".parse().expect("uri"))
+            .await
+            .map_err(|e| Failure::correctness("node-test", e.to_string()))?;
+        let _ = response.into_body().collect().await;
+        // The reset wakes axum's connection task, which nothing aborted.
+        system.crash("hello-0", Some(CrashMode::Reset)).await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        system.check_zombies()
+    });
+    let failure = report.first_failure().and_then(|o| o.failure.clone()).expect("the zombie is found");
+    assert_eq!((failure.class, failure.oracle.as_deref()), (Class::Leak, Some("zombie")), "{failure}");
+}
+
+#[test]
+fn a_node_returning_on_its_own_answering_sigterm_with_an_error_or_outliving_its_grace_fails_the_exit_cause_oracle() {
+    async fn returns_early(node: NodeCtx) -> Result<(), BoxError> {
+        node.set_ready();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        Ok(())
+    }
+    async fn errs_on_sigterm(node: NodeCtx) -> Result<(), BoxError> {
+        node.set_ready();
+        node.shutdown_signal().await;
+        Err("interrupted".into())
+    }
+    async fn ignores_sigterm(node: NodeCtx) -> Result<(), BoxError> {
+        node.set_ready();
+        std::future::pending::<()>().await;
+        Ok(())
+    }
+    for (name, expected) in [
+        ("early", "returned on its own"),
+        ("erring", "answered SIGTERM with an error"),
+        ("stubborn", "did not stop within its grace"),
+    ] {
+        let report = Simulation::new(format!("exit_{name}")).seeds(0..2).confirm(0).run(move |ctx: Ctx| async move {
+            let system = System::new(&ctx);
+            let entry: fn(
+                NodeCtx,
+            )
+                -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), BoxError>> + Send>> = match name {
+                "early" => |n| Box::pin(returns_early(n)),
+                "erring" => |n| Box::pin(errs_on_sigterm(n)),
+                _ => |n| Box::pin(ignores_sigterm(n)),
+            };
+            system.add(Service::new("svc", entry).grace(Duration::from_secs(5)));
+            system.start().await?;
+            // "early" returns at 1 s by itself; the others get SIGTERM at 0.5 s.
+            tokio::time::sleep(Duration::from_millis(if name == "early" { 2000 } else { 500 })).await;
+            system.sigterm("svc-0");
+            tokio::time::sleep(Duration::from_secs(10)).await;
+            Ok(())
+        });
+        let failure =
+            report.first_failure().and_then(|o| o.failure.clone()).unwrap_or_else(|| panic!("{name}: not caught"));
+        assert_eq!(failure.oracle.as_deref(), Some("exit-cause"), "{name}: {failure}");
+        assert!(failure.message.contains(expected), "{name}: {failure}");
+    }
+}
+
+#[test]
+fn a_restart_makes_a_new_incarnation_and_the_old_host_handle_is_dead() {
+    Simulation::new("node_restart")
+        .seeds(0..8)
+        .run(|ctx: Ctx| async move {
+            let system = System::new(&ctx);
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<sim::net::Host>();
+            system.add(Service::new("hello", move |node: NodeCtx| {
+                let _ = tx.send(node.host().clone());
+                hello(node)
+            }));
+            system.start().await?;
+            let old = rx.recv().await.ok_or_else(|| Failure::correctness("node-test", "no host"))?;
+            system.apply(Lifecycle::Restart("hello-0".into(), false)).await?;
+            let new = rx.recv().await.ok_or_else(|| Failure::correctness("node-test", "no host"))?;
+            check(
+                old.incarnation() == Some(1) && new.incarnation() == Some(2),
+                format!("{:?} {:?}", old.incarnation(), new.incarnation()),
+            )?;
+            let stale = old.dial("hello:8080").await;
+            check(
+                stale.as_ref().err().and_then(std::io::Error::raw_os_error) == Some(100),
+                format!("the old handle is dead: {stale:?}"),
+            )?;
+            check(ctx.net().stale_operations() == 1, "counted")?;
+            let body =
+                get(&ctx, "client", "http://hello:8080/").await.map_err(|e| Failure::correctness("node-test", e))?;
+            check(body == "hello-0 v1", body)
+        })
+        .assert_passed();
+}
+
+#[test]
+fn a_rollout_replaces_each_replica_with_the_new_version() {
+    Simulation::new("node_rollout")
+        .seeds(0..8)
+        .run(|ctx: Ctx| async move {
+            let system = System::new(&ctx);
+            system.add(Service::new("hello", hello).version("v2", hello).replicas(3..=3));
+            system.start().await?;
+            system.rollout("hello", Some("v2")).await?;
+            for _ in 0..6 {
+                let body = get(&ctx, "client", "http://hello:8080/")
+                    .await
+                    .map_err(|e| Failure::correctness("node-test", e))?;
+                check(body.ends_with(" v2"), body)?;
+            }
+            let exits = system.exits();
+            check(
+                exits.len() == 3 && exits.iter().all(|e| e.cause == ExitCause::Signal(Ok(()))),
+                format!("{exits:?}"),
+            )?;
+            system.stop().await
+        })
+        .assert_passed();
+}
+
+#[test]
+fn the_swarm_draws_a_lifecycle_schedule() {
+    let report = Simulation::new("node_schedule").seeds(0..16).run(|ctx: Ctx| async move {
+        let system = System::new(&ctx);
+        system.add(Service::new("hello", hello).version("v2", hello).replicas(1..=3).grace(Duration::from_secs(2)));
+        system.start().await?;
+        let plan = system.schedule_lifecycle(Duration::from_secs(1)..Duration::from_secs(20));
+        ctx.record("plan", "system", format!("{} events", plan.len()));
+        tokio::time::sleep(Duration::from_secs(40)).await;
+        system.heal().await?;
+        let body = get(&ctx, "client", "http://hello:8080/").await.map_err(|e| Failure::correctness("node-test", e))?;
+        check(body.starts_with("hello-"), body)?;
+        system.stop().await
+    });
+    report.assert_passed();
+    let swarms: std::collections::BTreeSet<&str> = report.outcomes.iter().map(|o| o.swarm.as_str()).collect();
+    assert!(swarms.len() > 8, "{swarms:?}");
+}
