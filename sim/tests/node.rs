@@ -8,6 +8,8 @@ use http_body_util::{BodyExt, Full};
 use sim::node::{BoxError, CrashMode, ExitCause, Lifecycle, NodeCtx, Service, System};
 use sim::{Class, Ctx, Failure, Simulation};
 
+type EntryFn = fn(NodeCtx) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), BoxError>> + Send>>;
+
 fn check(ok: bool, what: impl Into<String>) -> Result<(), Failure> {
     if ok { Ok(()) } else { Err(Failure::correctness("node-test", what)) }
 }
@@ -217,10 +219,7 @@ fn a_node_returning_on_its_own_answering_sigterm_with_an_error_or_outliving_its_
     ] {
         let report = Simulation::new(format!("exit_{name}")).seeds(0..2).confirm(0).run(move |ctx: Ctx| async move {
             let system = System::new(&ctx);
-            let entry: fn(
-                NodeCtx,
-            )
-                -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), BoxError>> + Send>> = match name {
+            let entry: EntryFn = match name {
                 "early" => |n| Box::pin(returns_early(n)),
                 "erring" => |n| Box::pin(errs_on_sigterm(n)),
                 _ => |n| Box::pin(ignores_sigterm(n)),
