@@ -169,16 +169,38 @@ pub fn diff(left: &[Entry], right: &[Entry]) -> Option<Divergence> {
 
 /// The history and trace of a live run, with its fake clock: what the driver and the run's
 /// [`crate::Ctx`] record into.
-#[derive(Debug)]
 pub(crate) struct Recorder {
     history: std::sync::Mutex<History>,
     trace: std::sync::Arc<crate::trace::TraceBuf>,
     start: tokio::time::Instant,
+    checks: std::sync::Arc<crate::check::Checks>,
+    on_violation: std::sync::OnceLock<Box<dyn Fn(crate::report::Failure) + Send + Sync>>,
+}
+
+impl std::fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recorder").field("start", &self.start).finish_non_exhaustive()
+    }
 }
 
 impl Recorder {
-    pub(crate) fn new(trace: std::sync::Arc<crate::trace::TraceBuf>, start: tokio::time::Instant) -> Recorder {
-        Recorder { history: std::sync::Mutex::new(History::new()), trace, start }
+    pub(crate) fn new(
+        trace: std::sync::Arc<crate::trace::TraceBuf>,
+        start: tokio::time::Instant,
+        checks: std::sync::Arc<crate::check::Checks>,
+    ) -> Recorder {
+        Recorder {
+            history: std::sync::Mutex::new(History::new()),
+            trace,
+            start,
+            checks,
+            on_violation: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Where per-event violations go (the run's `Ctx::fail`).
+    pub(crate) fn on_violation(&self, sink: Box<dyn Fn(crate::report::Failure) + Send + Sync>) {
+        let _ = self.on_violation.set(sink);
     }
 
     /// Fake time since the run started.
@@ -194,9 +216,15 @@ impl Recorder {
     /// Appends an event at `at` and marks its place in the trace; returns its index.
     pub(crate) fn record_at(&self, at: Duration, kind: &str, identity: &str, detail: &str) -> u64 {
         let mut history = self.history.lock().unwrap_or_else(|p| p.into_inner());
-        let index = history.record(at, kind, identity, detail).index;
-        self.trace.push_event(index);
-        index
+        let entry = history.record(at, kind, identity, detail).clone();
+        drop(history);
+        self.trace.push_event(entry.index);
+        if let Some(failure) = self.checks.on_event(&entry)
+            && let Some(sink) = self.on_violation.get()
+        {
+            sink(failure);
+        }
+        entry.index
     }
 
     /// A copy of the history so far.

@@ -17,6 +17,8 @@
 //! | [`driver`] | the harness event queue |
 //! | [`history`] | the event log, its chained hash, and the diff of two histories |
 //! | [`net`] | the simulated TCP network: hosts, names, links, streams, faults, adapters |
+//! | [`workload`] | typed operations over a user model; outcomes ok / failed / indeterminate |
+//! | [`check`] | oracles: per-event and final checks, excused violations, idempotency, one response per request, liveness |
 //! | [`node`] | services as nodes on the network; lifecycle (SIGTERM, crash, restart, rollout); exit causes; leaks |
 //! | [`report`] | failure classes, identity, replay lines, traces, JSON summaries |
 //! | [`trace`] | the run's `tracing` subscriber on fake time |
@@ -40,6 +42,8 @@ compile_error!(
 
 // Without tokio_unstable only the error above is reported, not a cascade of missing tokio items.
 #[cfg(tokio_unstable)]
+pub mod check;
+#[cfg(tokio_unstable)]
 pub mod driver;
 #[cfg(tokio_unstable)]
 pub mod history;
@@ -59,6 +63,8 @@ pub mod seed;
 pub mod swarm;
 #[cfg(tokio_unstable)]
 pub mod trace;
+#[cfg(tokio_unstable)]
+pub mod workload;
 
 #[cfg(tokio_unstable)]
 pub use driver::{Driver, Event, EventId};

@@ -30,7 +30,9 @@
 //!
 //! **Exit causes** are recorded ([`ExitCause`]) and checked: a node that ends with no lifecycle
 //! event sent (unless its service is [`Service::finite`]), that answers SIGTERM with an error, or
-//! that outlives its grace, is a correctness failure of the `exit-cause` oracle.
+//! that outlives its grace, is a correctness failure of the `exit-cause` oracle. A node served with
+//! [`serve`] that stops after SIGTERM while requests are still in flight (it did not drain) is a
+//! correctness failure of the `drain` oracle.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -224,6 +226,14 @@ struct NodeInner {
     shutdown: tokio::sync::watch::Receiver<bool>,
     ready: tokio::sync::watch::Sender<bool>,
     tasks: TaskSet,
+    /// Requests [`serve`] is handling: (sequence, `METHOD path`).
+    inflight: Arc<Mutex<InFlight>>,
+}
+
+#[derive(Default)]
+struct InFlight {
+    next: u64,
+    open: BTreeMap<u64, String>,
 }
 
 /// What a node's entry point gets: its host, its shutdown signal, a readiness switch, and a way to
@@ -377,7 +387,8 @@ where
             () = &mut shutdown => break,
             accepted = listener.accept() => {
                 let Ok((stream, _peer)) = accepted else { break };
-                let service = hyper_util::service::TowerToHyperService::new(service.clone());
+                let tracked = Tracked { inner: service.clone(), inflight: Arc::clone(&node.inner.inflight) };
+                let service = hyper_util::service::TowerToHyperService::new(tracked);
                 let mut builder = hyper_util::server::conn::auto::Builder::new(node.executor());
                 builder.http1().timer(hyper_util::rt::TokioTimer::new());
                 builder.http2().timer(hyper_util::rt::TokioTimer::new());
@@ -392,6 +403,44 @@ where
     drop(listener);
     graceful.shutdown().await;
     Ok(())
+}
+
+/// Keeps a node's in-flight requests, for the drain oracle.
+#[derive(Clone)]
+struct Tracked<S> {
+    inner: S,
+    inflight: Arc<Mutex<InFlight>>,
+}
+
+impl<S, B> tower_service::Service<http::Request<hyper::body::Incoming>> for Tracked<S>
+where
+    S: tower_service::Service<http::Request<hyper::body::Incoming>, Response = http::Response<B>>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<hyper::body::Incoming>) -> Self::Future {
+        let seq = {
+            let mut inflight = self.inflight.lock().unwrap_or_else(|p| p.into_inner());
+            inflight.next += 1;
+            let seq = inflight.next;
+            inflight.open.insert(seq, format!("{} {}", request.method(), request.uri().path()));
+            seq
+        };
+        let future = self.inner.call(request);
+        let inflight = Arc::clone(&self.inflight);
+        Box::pin(async move {
+            let response = future.await;
+            inflight.lock().unwrap_or_else(|p| p.into_inner()).open.remove(&seq);
+            response
+        })
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -414,6 +463,7 @@ struct Instance {
     root: Option<tokio::task::AbortHandle>,
     sigterm_sent: bool,
     crashed: bool,
+    inflight: Arc<Mutex<InFlight>>,
 }
 
 struct State {
@@ -485,6 +535,7 @@ impl System {
                     root: None,
                     sigterm_sent: false,
                     crashed: false,
+                    inflight: Arc::default(),
                 },
             );
         }
@@ -545,7 +596,9 @@ impl System {
         let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
         let (ready_tx, ready_rx) = tokio::sync::watch::channel(false);
         let tasks = TaskSet::default();
+        let inflight = Arc::new(Mutex::new(InFlight::default()));
         let instance = st.instances.get_mut(name).expect("checked above");
+        instance.inflight = Arc::clone(&inflight);
         instance.version = version.clone();
         instance.incarnation = incarnation;
         instance.owner = owner;
@@ -569,6 +622,7 @@ impl System {
                 shutdown: shutdown_rx,
                 ready: ready_tx,
                 tasks,
+                inflight: Arc::clone(&inflight),
             }),
         };
         drop(st);
@@ -653,7 +707,7 @@ impl System {
     /// Ends an incarnation: records the exit, aborts its tracked tasks, fences its sockets, and
     /// checks for tasks it left behind.
     async fn end(&self, name: &str, incarnation: u64, cause: ExitCause, ending: Ending) {
-        let (owner, tasks, root) = {
+        let (owner, tasks, root, inflight) = {
             let mut st = self.lock();
             let Some(instance) = st.instances.get_mut(name) else { return };
             if instance.incarnation != incarnation || instance.phase == Phase::Down {
@@ -663,12 +717,26 @@ impl System {
             instance.crashed = matches!(cause, ExitCause::Crash(_) | ExitCause::Killed);
             instance.shutdown = None;
             instance.ready = None;
-            let out = (instance.owner, instance.tasks.clone(), instance.root.take());
+            let out = (instance.owner, instance.tasks.clone(), instance.root.take(), Arc::clone(&instance.inflight));
             let at = self.ctx.elapsed();
             let version = instance.version.clone();
             st.exits.push(ExitRecord { node: name.to_string(), incarnation, version, cause: cause.clone(), at });
             out
         };
+        if matches!(cause, ExitCause::Signal(_)) {
+            let dropped: Vec<String> =
+                inflight.lock().unwrap_or_else(|p| p.into_inner()).open.values().cloned().collect();
+            if !dropped.is_empty() {
+                self.ctx.fail(Failure::correctness(
+                    "drain",
+                    format!(
+                        "{name} (incarnation {incarnation}) stopped after SIGTERM with {} request(s) still in flight, which got no response: {}",
+                        dropped.len(),
+                        dropped.join(", ")
+                    ),
+                ));
+            }
+        }
         let mut aborted = tasks.abort_all();
         if let Some(root) = root.filter(|r| !r.is_finished()) {
             root.abort();

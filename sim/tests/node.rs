@@ -314,3 +314,47 @@ fn the_swarm_draws_a_lifecycle_schedule() {
     let swarms: std::collections::BTreeSet<&str> = report.outcomes.iter().map(|o| o.swarm.as_str()).collect();
     assert!(swarms.len() > 8, "{swarms:?}");
 }
+
+#[test]
+fn a_node_that_stops_without_draining_fails_the_drain_oracle() {
+    async fn impatient(node: NodeCtx, received: std::sync::Arc<tokio::sync::Notify>) -> Result<(), BoxError> {
+        let listener = node.host().listen("8080")?;
+        let app = axum::Router::new().route(
+            "/",
+            axum::routing::get(move || {
+                let received = received.clone();
+                async move {
+                    received.notify_one();
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    "done"
+                }
+            }),
+        );
+        node.set_ready();
+        let serving = sim::node::serve(&node, listener, app);
+        // The planted bug: on SIGTERM, return without awaiting the drain.
+        tokio::select! {
+            result = serving => result,
+            () = node.shutdown_signal() => Ok(()),
+        }
+    }
+    let report = Simulation::new("node_no_drain").seeds(0..4).confirm(0).run(|ctx: Ctx| async move {
+        let system = System::new(&ctx);
+        let received = std::sync::Arc::new(tokio::sync::Notify::new());
+        let notify = received.clone();
+        system.add(Service::new("svc", move |node| impatient(node, notify.clone())));
+        system.start().await?;
+        let system2 = system.clone();
+        tokio::spawn(async move {
+            received.notified().await;
+            system2.sigterm("svc-0");
+        });
+        let outcome = get(&ctx, "client", "http://svc:8080/").await;
+        ctx.record("client", "outcome", format!("{outcome:?}"));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        Ok(())
+    });
+    let failure = report.first_failure().and_then(|o| o.failure.clone()).expect("caught");
+    assert_eq!(failure.oracle.as_deref(), Some("drain"), "{failure}");
+    assert!(failure.message.contains("GET /"), "{failure}");
+}

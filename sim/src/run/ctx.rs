@@ -26,6 +26,8 @@ pub(crate) struct Shared {
     pub(crate) net: std::sync::OnceLock<crate::net::Network>,
     pub(crate) net_config: Mutex<Option<crate::net::NetConfig>>,
     pub(crate) tasks: crate::runtime::Tasks,
+    pub(crate) checks: Arc<crate::check::Checks>,
+    pub(crate) extensions: Mutex<std::collections::HashMap<std::any::TypeId, Arc<dyn std::any::Any + Send + Sync>>>,
 }
 
 /// The handle a run's body gets: the seed's streams, the swarm, the driver, the history.
@@ -129,6 +131,21 @@ impl Ctx {
     /// A copy of the history so far.
     pub fn history(&self) -> history::History {
         self.shared.recorder.snapshot()
+    }
+
+    /// The run's value of type `T`, made with `T::default()` on first use: per-run state shared
+    /// by every part of the run (the effects ledger, request logs, a model).
+    pub fn extension<T: Default + Send + Sync + 'static>(&self) -> Arc<T> {
+        let mut map = self.shared.extensions.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = map
+            .entry(std::any::TypeId::of::<T>())
+            .or_insert_with(|| Arc::new(T::default()) as Arc<dyn std::any::Any + Send + Sync>);
+        Arc::clone(entry).downcast::<T>().expect("the map is keyed by the value's TypeId")
+    }
+
+    /// Installs an oracle for the rest of the run (see [`crate::check`]).
+    pub fn add_check(&self, check: impl crate::check::Check + 'static) {
+        self.shared.checks.add(Box::new(check));
     }
 
     pub(crate) fn tasks(&self) -> &crate::runtime::Tasks {

@@ -315,7 +315,8 @@ fn run_on_this_thread(spec: RunSpec, body: Arc<Body>, progress: Progress) -> Run
                     let start = tokio::time::Instant::now();
                     sim_ref.go_live(start.into_std());
                     run_tasks.go_live(start);
-                    let recorder = Arc::new(Recorder::new(run_trace, start));
+                    let checks = Arc::new(crate::check::Checks::default());
+                    let recorder = Arc::new(Recorder::new(run_trace, start, Arc::clone(&checks)));
                     let explore = run_spec.mode == Mode::Explore;
                     let driver = Driver::new(Arc::clone(&recorder), tree.prng("driver/ties"), explore);
                     let shared = Arc::new(Shared {
@@ -332,7 +333,15 @@ fn run_on_this_thread(spec: RunSpec, body: Arc<Body>, progress: Progress) -> Run
                         net: std::sync::OnceLock::new(),
                         net_config: Mutex::new(None),
                         tasks: run_tasks.clone(),
+                        checks,
+                        extensions: Mutex::new(std::collections::HashMap::new()),
                     });
+                    let weak = Arc::downgrade(&shared);
+                    shared.recorder.on_violation(Box::new(move |failure| {
+                        if let Some(shared) = weak.upgrade() {
+                            Ctx { shared }.fail(failure);
+                        }
+                    }));
                     *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::clone(&shared));
                     let ctx = Ctx { shared: Arc::clone(&shared) };
                     CURRENT_RUN.with(|c| *c.borrow_mut() = Some(ctx.clone()));
@@ -341,12 +350,20 @@ fn run_on_this_thread(spec: RunSpec, body: Arc<Body>, progress: Progress) -> Run
                     let watcher = tokio::spawn(watch_horizon(ctx.clone(), run_tasks.clone(), run_spec.horizon));
                     run_tasks.set_watcher(watcher.id());
                     let root = Counted { inner: body(ctx.clone()), tasks: run_tasks };
-                    let ending = tokio::select! {
+                    let mut ending = tokio::select! {
                         biased;
                         () = shared.stop.notified() => Ending::Stopped,
                         result = root => Ending::Returned(result),
                         () = tokio::time::sleep(run_spec.time_limit) => Ending::TimeLimit,
                     };
+                    // Final checks run when the body returned Ok and nothing failed yet.
+                    if matches!(ending, Ending::Returned(Ok(())))
+                        && !ctx.failed()
+                        && let Some(failure) = shared.checks.finish(&ctx)
+                    {
+                        ctx.fail(failure);
+                        ending = Ending::Stopped;
+                    }
                     let elapsed = ctx.elapsed();
                     // Pending events may hold the network (and the network the driver): drop
                     // them so nothing of this run outlives it.
@@ -394,7 +411,7 @@ fn run_on_this_thread(spec: RunSpec, body: Arc<Body>, progress: Progress) -> Run
                 format!("a panic was caught and the run went on (recovered panic): {}", panics[0]),
             )
             .oracle("recovered-panic"))),
-            (None, Ok(())) => None,
+            (None, Ok(())) => shared.as_ref().and_then(|s| s.checks.excused()).map(at),
         },
         Ok((Ending::TimeLimit, _)) => recorded_failure.or_else(|| {
             Some(at(Failure::liveness(
