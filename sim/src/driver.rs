@@ -98,6 +98,8 @@ struct Queue {
     ties: Source,
     tie_spread_nanos: u64,
     fired: u64,
+    /// The run is over: new events are dropped.
+    closed: bool,
 }
 
 struct Inner {
@@ -140,6 +142,7 @@ impl Driver {
                     ties,
                     tie_spread_nanos: spread.as_nanos() as u64,
                     fired: 0,
+                    closed: false,
                 }),
                 notify: tokio::sync::Notify::new(),
                 recorder,
@@ -166,6 +169,11 @@ impl Driver {
         let now = self.elapsed();
         let at = at.max(now);
         let mut queue = self.queue();
+        if queue.closed {
+            drop(queue);
+            drop(event);
+            return EventId(u64::MAX);
+        }
         assert!(
             queue.pending.len() < Self::PENDING_MAX,
             "driver queue is full (Driver::PENDING_MAX = {} events): a runaway schedule",
@@ -207,9 +215,15 @@ impl Driver {
 
     /// Drops every pending event (the run is over).
     pub(crate) fn clear(&self) {
-        let mut queue = self.queue();
-        queue.pending.clear();
-        queue.events.clear();
+        let events = {
+            let mut queue = self.queue();
+            queue.closed = true;
+            queue.pending.clear();
+            std::mem::take(&mut queue.events)
+        };
+        // Dropped outside the lock: an event's action may own a control guard whose release
+        // schedules events (refused now that the queue is closed).
+        drop(events);
     }
 
     /// Events waiting to fire.

@@ -434,12 +434,25 @@ where
             seq
         };
         let future = self.inner.call(request);
-        let inflight = Arc::clone(&self.inflight);
+        // Removed when the handler finishes, or when hyper drops it (its client went away).
+        let done = Done { inflight: Arc::clone(&self.inflight), seq };
         Box::pin(async move {
             let response = future.await;
-            inflight.lock().unwrap_or_else(|p| p.into_inner()).open.remove(&seq);
+            drop(done);
             response
         })
+    }
+}
+
+/// Takes a request out of the in-flight set when dropped.
+struct Done {
+    inflight: Arc<Mutex<InFlight>>,
+    seq: u64,
+}
+
+impl Drop for Done {
+    fn drop(&mut self) {
+        self.inflight.lock().unwrap_or_else(|p| p.into_inner()).open.remove(&self.seq);
     }
 }
 

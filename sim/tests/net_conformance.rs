@@ -558,3 +558,102 @@ conformance!(
         "write after own shutdown(Both): Err(EPIPE)",
     ]
 );
+
+// Found by review: a write blocked on a full send buffer when the peer aborts fails with the
+// reset (EPIPE when the peer's FIN came first), then EPIPE; reads give EOF.
+async fn blocked_write_then_abort<S: Stack>(s: &S) -> Vec<String> {
+    let mut out = Vec::new();
+    let (listener, addr) = s.listen(128).await.unwrap();
+    for variant in ["", "[FIN first] "] {
+        let mut client = s.connect(&addr).await.unwrap();
+        let server = s.accept(&listener).await.unwrap();
+        let chunk = vec![1u8; 256 * 1024];
+        let mut total = 0usize;
+        while let Ok(Ok(n)) = tokio::time::timeout(Duration::from_millis(200), client.write(&chunk)).await {
+            total += n;
+            if total > 64 << 20 {
+                break;
+            }
+        }
+        if variant == "[FIN first] " {
+            s.shutdown(&server, Shutdown::Write).unwrap();
+            settle().await;
+        }
+        drop(server);
+        settle().await;
+        out.push(format!("{variant}write after the peer aborted: {}", write(&mut client, &chunk).await));
+        out.push(format!("{variant}write again: {}", write(&mut client, b"x").await));
+    }
+    out
+}
+
+conformance!(
+    a_blocked_writer_sees_the_peers_abort,
+    blocked_write_then_abort,
+    [
+        "write after the peer aborted: Err(ECONNRESET)",
+        "write again: Err(EPIPE)",
+        "[FIN first] write after the peer aborted: Err(EPIPE)",
+        "[FIN first] write again: Err(EPIPE)",
+    ]
+);
+
+// Found by review: after both FINs peer_addr fails ENOTCONN; an RST after the peer's FIN leaves
+// EPIPE for take_error; a dial dropped after it completed closes its socket; ephemeral listen
+// ports differ; the loopback address reaches the host's own listener.
+async fn after_close<S: Stack>(s: &S) -> Vec<String> {
+    let mut out = Vec::new();
+    let (listener, addr) = s.listen(128).await.unwrap();
+    let client = s.connect(&addr).await.unwrap();
+    let server = s.accept(&listener).await.unwrap();
+    s.shutdown(&client, Shutdown::Write).unwrap();
+    s.shutdown(&server, Shutdown::Write).unwrap();
+    settle().await;
+    out.push(format!("client peer_addr after both FINs: {}", obs(&s.peer_addr(&client).map(|_| ()))));
+    out.push(format!("server peer_addr after both FINs: {}", obs(&s.peer_addr(&server).map(|_| ()))));
+
+    let client = s.connect(&addr).await.unwrap();
+    let server = s.accept(&listener).await.unwrap();
+    s.shutdown(&server, Shutdown::Write).unwrap();
+    settle().await;
+    s.set_linger_zero(&server).unwrap();
+    drop(server);
+    settle().await;
+    let first = s.take_error(&client).unwrap();
+    out.push(format!("take_error after FIN then RST: {}", first.map_or("None".to_string(), |e| err(&e))));
+    let second = s.take_error(&client).unwrap();
+    out.push(format!("take_error again: {}", second.map_or("None".to_string(), |e| err(&e))));
+
+    let mut dial = Box::pin(s.connect(&addr));
+    let _ = futures::poll!(dial.as_mut());
+    settle().await;
+    let _ = futures::poll!(dial.as_mut());
+    drop(dial);
+    settle().await;
+    let mut dropped = s.accept(&listener).await.unwrap();
+    out.push(format!("read from a dial dropped after it completed: {}", read(&mut dropped).await));
+
+    let (_l1, p1) = s.listen_ephemeral().await.unwrap();
+    let (l2, p2) = s.listen_ephemeral().await.unwrap();
+    out.push(format!("two port-0 listeners get different ephemeral ports: {}", p1 != p2 && p1 >= 32768 && p2 >= 32768));
+    let looped = s.connect_loopback(p2).await.map(|_| ());
+    out.push(format!("dial the host's own port through 127.0.0.1: {}", obs(&looped)));
+    let accepted = s.accept(&l2).await.map(|_| ());
+    out.push(format!("  accepted: {}", obs(&accepted)));
+    out
+}
+
+conformance!(
+    closed_sockets_dropped_dials_ephemeral_ports_and_loopback,
+    after_close,
+    [
+        "client peer_addr after both FINs: Err(ENOTCONN)",
+        "server peer_addr after both FINs: Err(ENOTCONN)",
+        "take_error after FIN then RST: Err(EPIPE)",
+        "take_error again: None",
+        "read from a dial dropped after it completed: Ok(0) [EOF]",
+        "two port-0 listeners get different ephemeral ports: true",
+        "dial the host's own port through 127.0.0.1: Ok(())",
+        "  accepted: Ok(())",
+    ]
+);

@@ -307,24 +307,37 @@ fn cluster_ip_routes_each_connection_to_a_seeded_backend_and_follows_route_chang
     let report = Simulation::new("cluster_ip").seeds(0..16).run(|ctx: Ctx| async move {
         ctx.set_net_config(NetConfig::fixed(Duration::from_millis(1)));
         let net = ctx.net();
-        let mut listeners = Vec::new();
         for name in ["cart-0", "cart-1", "cart-2"] {
-            listeners.push(net.host(name).listen("8080").map_err(fail)?);
+            let listener = net.host(name).listen("8080").map_err(fail)?;
+            let ctx2 = ctx.clone();
+            tokio::spawn(async move {
+                while let Ok((_stream, _)) = listener.accept().await {
+                    ctx2.record("accepted", name, "");
+                }
+            });
         }
-        net.cluster_ip("cart", &["cart-0", "cart-1", "cart-2"]);
+        let vip = net.cluster_ip("cart", &["cart-0", "cart-1", "cart-2"]);
         let client = net.host("web");
-        let mut backends = Vec::new();
+        let accepted_by = |ctx: &Ctx| -> Vec<String> {
+            ctx.history().entries().filter(|e| e.kind == "accepted").map(|e| e.identity.clone()).collect()
+        };
+        let mut streams = Vec::new();
         for _ in 0..6 {
             let stream = client.dial("cart:8080").await.map_err(fail)?;
-            backends.push(stream.peer_addr().map_err(fail)?.ip().to_string());
+            // The client sees the virtual address, as kube-proxy's DNAT shows it.
+            check(stream.peer_addr().map_err(fail)?.ip() == vip, "peer_addr is the ClusterIP")?;
+            streams.push(stream);
         }
-        ctx.record("backends", "web", backends.join(","));
+        sleep(Duration::from_millis(5)).await;
+        ctx.record("backends", "web", accepted_by(&ctx).join(","));
         let only_two = net.install(Route { name: "cart".into(), backends: vec!["cart-2".into()] });
-        let two = net.host("cart-2").addr().to_string();
+        let before = accepted_by(&ctx).len();
         for _ in 0..3 {
-            let stream = client.dial("cart:8080").await.map_err(fail)?;
-            check(stream.peer_addr().map_err(fail)?.ip().to_string() == two, "routed to cart-2 only")?;
+            streams.push(client.dial("cart:8080").await.map_err(fail)?);
         }
+        sleep(Duration::from_millis(5)).await;
+        let after = accepted_by(&ctx);
+        check(after[before..].iter().all(|b| b == "cart-2"), format!("routed to cart-2 only: {:?}", &after[before..]))?;
         drop(only_two);
         check(net.endpoints("cart").map(|e| e.len()) == Some(3), "the route is restored")?;
         check(net.resolve("cart").map_err(fail)?.len() == 1, "a ClusterIP name resolves to one virtual address")?;
@@ -417,4 +430,98 @@ fn links_are_drawn_per_seed_and_include_zero_latency() {
     assert!(report.outcomes.iter().any(|o| o.swarm.contains("net.latency_max=0ms")), "zero latency is drawn");
     let links: std::collections::BTreeSet<u64> = report.outcomes.iter().map(|o| o.history_hash).collect();
     assert!(links.len() > 20);
+}
+
+#[test]
+fn a_control_scheduled_forever_stays_and_a_pending_release_does_not_hang_the_end_of_a_run() {
+    scenario("forever", |ctx| async move {
+        let (mut client, mut server) = pair(&ctx, 80).await?;
+        let start = ctx.elapsed();
+        ctx.net().at(start + Duration::from_millis(10), Clog::link("client", "server")).forever();
+        // A release far beyond the end of the run: dropped with the run, without hanging it.
+        ctx.net()
+            .at(start + Duration::from_millis(10), Clog::link("server", "client"))
+            .until(start + Duration::from_secs(1000));
+        sleep(Duration::from_millis(20)).await;
+        client.write_all(b"held").await.map_err(fail)?;
+        server.write_all(b"held").await.map_err(fail)?;
+        check(read_within(&mut server, Duration::from_secs(30)).await.is_none(), "forever means forever")?;
+        check(read_within(&mut client, Duration::from_secs(30)).await.is_none(), "until(1000 s) still holds")
+    });
+}
+
+#[test]
+fn a_handshake_needs_both_directions() {
+    scenario("handshake_paths", |ctx| async move {
+        let net = ctx.net();
+        let _listener = net.host("server").listen("80").map_err(fail)?;
+        let _back = net.install(Clog::link("server", "client"));
+        let dial = net.host("client").dial_with("server:80", DialOptions { syn_retries: Some(1) }).await;
+        check(
+            dial.as_ref().err().and_then(io::Error::raw_os_error) == Some(110),
+            format!("the SYN-ACK is lost: {dial:?}"),
+        )
+    });
+}
+
+#[test]
+fn a_dial_dropped_mid_handshake_never_reaches_accept() {
+    Simulation::new("dropped_dial")
+        .seeds(0..4)
+        .run(|ctx: Ctx| async move {
+            ctx.set_net_config(NetConfig::fixed(Duration::from_millis(10)));
+            let net = ctx.net();
+            let listener = net.host("server").listen("80").map_err(fail)?;
+            let dial = timeout(Duration::from_millis(15), net.host("client").dial("server:80")).await;
+            check(dial.is_err(), "gave up before the SYN-ACK")?;
+            check(timeout(Duration::from_secs(5), listener.accept()).await.is_err(), "nothing to accept")
+        })
+        .assert_passed();
+}
+
+#[test]
+fn bytes_held_back_are_discarded_when_their_writer_aborts() {
+    scenario("held_then_abort", |ctx| async move {
+        let (mut client, mut server) = pair(&ctx, 80).await?;
+        let hold = ctx.net().install(HoldAfterBytes { conn: ConnSel::Any, direction: Direction::ToClient, bytes: 0 });
+        server.write_all(b"resp").await.map_err(fail)?;
+        server.set_linger(Some(Duration::ZERO)).map_err(fail)?;
+        drop(server);
+        sleep(Duration::from_millis(10)).await;
+        hold.release();
+        let first = read_within(&mut client, Duration::from_millis(50)).await;
+        check(
+            matches!(&first, Some(Err(e)) if e.raw_os_error() == Some(104)),
+            format!("the lost response stays lost: {first:?}"),
+        )
+    });
+}
+
+#[test]
+fn misconfigured_controls_and_configs_change_nothing_and_never_panic() {
+    Simulation::new("misconfig")
+        .seeds(0..2)
+        .run(|ctx: Ctx| async move {
+            let mut config = NetConfig::fixed(Duration::from_millis(1));
+            config.latency = (Duration::from_millis(5), Duration::from_millis(1));
+            config.send_buffer = (0, 0);
+            ctx.set_net_config(config);
+            let (mut client, mut server) = pair(&ctx, 80).await?;
+            // Route on a host name, and a partition with an empty side: ignored, recorded.
+            ctx.net().install(Route { name: "server".into(), backends: vec![] }).forever();
+            ctx.net().install(Partition::between(&["client"], &[] as &[&str])).forever();
+            check(history_has(&ctx, "net.control.ignored", "not a service name"), "route ignored")?;
+            check(history_has(&ctx, "net.control.ignored", "empty side"), "partition ignored")?;
+            client.write_all(b"x").await.map_err(fail)?;
+            check(
+                matches!(read_within(&mut server, Duration::from_millis(50)).await, Some(Ok(b)) if b == b"x"),
+                "still connected",
+            )?;
+            let _ = ctx.net().host("client").dial("server:80").await.map_err(fail)?;
+            Nemesis::new(&["client", "server"], Duration::ZERO, Duration::from_secs(1))
+                .longest(Duration::ZERO)
+                .schedule(&ctx);
+            Ok(())
+        })
+        .assert_passed();
 }

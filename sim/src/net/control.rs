@@ -312,20 +312,20 @@ impl Control for Clog {
 pub struct Partition {
     a: Vec<String>,
     b: Vec<String>,
+    /// `b` empty means "every other host" (not "nobody").
+    isolate: bool,
 }
 
 impl Partition {
-    /// Partitions hosts `a` from hosts `b`.
+    /// Partitions hosts `a` from hosts `b` (an empty side makes it a no-op, recorded as such).
     pub fn between<S: AsRef<str>>(a: &[S], b: &[S]) -> Partition {
-        Partition {
-            a: a.iter().map(|s| s.as_ref().to_string()).collect(),
-            b: b.iter().map(|s| s.as_ref().to_string()).collect(),
-        }
+        let names = |side: &[S]| side.iter().map(|s| s.as_ref().to_string()).collect();
+        Partition { a: names(a), b: names(b), isolate: false }
     }
 
     /// Cuts one host off from every other host.
     pub fn isolate(host: impl Into<String>) -> Partition {
-        Partition { a: vec![host.into()], b: Vec::new() }
+        Partition { a: vec![host.into()], b: Vec::new(), isolate: true }
     }
 }
 
@@ -338,6 +338,10 @@ impl Control for Partition {
         }
     }
     fn install(&self, net: &Network) -> Undo {
+        if self.a.is_empty() || (self.b.is_empty() && !self.isolate) {
+            net.core.record("net.control.ignored", "network", "partition with an empty side");
+            return Box::new(|_| {});
+        }
         let one = add_rule(net, Rule::Clog { from: self.a.clone(), to: self.b.clone(), except: Vec::new() });
         let two = add_rule(net, Rule::Clog { from: self.b.clone(), to: self.a.clone(), except: Vec::new() });
         Box::new(move |net| {
@@ -622,13 +626,16 @@ impl Control for Route {
         format!("route {} -> {:?}", self.name, self.backends)
     }
     fn install(&self, net: &Network) -> Undo {
-        let previous = net.endpoints(&self.name).unwrap_or_default();
+        let Some(previous) = net.endpoints(&self.name) else {
+            net.core.record("net.control.ignored", &self.name, "Route: not a service name");
+            return Box::new(|_| {});
+        };
         let refs: Vec<&str> = self.backends.iter().map(String::as_str).collect();
         net.set_endpoints(&self.name, &refs);
         let name = self.name.clone();
         Box::new(move |net| {
             let refs: Vec<&str> = previous.iter().map(String::as_str).collect();
-            net.set_endpoints(&name, &refs);
+            let _ = net.set_endpoints(&name, &refs);
         })
     }
 }
@@ -677,23 +684,41 @@ impl Drop for ControlGuard {
     }
 }
 
-/// A control scheduled at a fake time with [`super::Network::at`]; [`Scheduled::until`] and
-/// [`Scheduled::lasting`] schedule its release.
+/// Where a scheduled control's guard lives between its install and its release.
+#[derive(Default)]
+pub(crate) struct Slot {
+    /// A release was scheduled ([`Scheduled::until`]): keep the guard for it.
+    pub(crate) release_scheduled: bool,
+    /// The release fired before the install (both due at once): release at install.
+    pub(crate) released_early: bool,
+    pub(crate) guard: Option<ControlGuard>,
+}
+
+/// A control scheduled at a fake time with [`super::Network::at`]. [`Scheduled::until`] and
+/// [`Scheduled::lasting`] schedule its release; without them ([`Scheduled::forever`], or dropping
+/// this) it stays installed for the rest of the run.
 #[must_use = "call .until(t), .lasting(d) or .forever()"]
 pub struct Scheduled {
     pub(crate) net: Network,
-    pub(crate) slot: Arc<std::sync::Mutex<Option<ControlGuard>>>,
+    pub(crate) slot: Arc<std::sync::Mutex<Slot>>,
     pub(crate) at: Duration,
 }
 
 impl Scheduled {
     /// Releases the control at fake time `t` since the run started.
     pub fn until(self, t: Duration) {
+        self.slot.lock().unwrap_or_else(|p| p.into_inner()).release_scheduled = true;
         let slot = Arc::clone(&self.slot);
         self.net.core.driver.at(
             t.max(self.at),
             crate::Event::new("net.control.until", "network").action(move || {
-                let guard = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+                let guard = {
+                    let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
+                    if slot.guard.is_none() {
+                        slot.released_early = true;
+                    }
+                    slot.guard.take()
+                };
                 drop(guard);
             }),
         );

@@ -14,6 +14,13 @@ use super::state::{
 use super::{Network, TcpListener, TcpStream, control};
 use crate::Event;
 
+/// Where a dial goes: the address connected to, its host, and what the dialer sees as its peer.
+struct Route {
+    to: SocketAddr,
+    host: Option<String>,
+    dialed: SocketAddr,
+}
+
 /// Options for one dial.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DialOptions {
@@ -41,6 +48,7 @@ impl std::fmt::Debug for Host {
 /// Parses a listen address: a port (`8080`), `:8080`, `0.0.0.0:8080`, or this host's own
 /// `ip:port`.
 fn listen_port(host_addr: IpAddr, text: &str) -> io::Result<u16> {
+    // (Port 0 asks for an ephemeral port: see `listen_with_backlog`.)
     let t = text.trim();
     let invalid = || {
         io::Error::new(
@@ -52,7 +60,9 @@ fn listen_port(host_addr: IpAddr, text: &str) -> io::Result<u16> {
         return Ok(port);
     }
     let addr: SocketAddr = t.parse().map_err(|_| invalid())?;
-    if addr.ip().is_unspecified() || addr.ip() == host_addr {
+    // Loopback addresses are this host too (a listener there also answers the host's address:
+    // the model has one interface per host).
+    if addr.ip().is_unspecified() || addr.ip() == host_addr || addr.ip().is_loopback() {
         Ok(addr.port())
     } else {
         // bind(2) to an address the host does not have.
@@ -115,16 +125,24 @@ impl Host {
     /// As [`Host::listen`].
     pub fn listen_with_backlog(&self, addr: &str, backlog: usize) -> io::Result<TcpListener> {
         let port = listen_port(self.addr, addr)?;
-        let sock = SocketAddr::new(self.addr, port);
         let mut st = self.net.core.lock();
         let incarnation = self.check_live(&mut st)?;
+        let port = if port == 0 { st.alloc_listen_port(&self.name)? } else { port };
+        let sock = SocketAddr::new(self.addr, port);
         if st.listening.contains_key(&sock) {
             return Err(os_error(errno::EADDRINUSE));
         }
         let id = st.next_id();
         st.listeners.insert(
             id,
-            ListenerState { host: self.name.clone(), incarnation, backlog, queue: Default::default(), waker: None },
+            ListenerState {
+                host: self.name.clone(),
+                incarnation,
+                backlog,
+                queue: Default::default(),
+                handshaking: Default::default(),
+                waker: None,
+            },
         );
         st.listening.insert(sock, id);
         drop(st);
@@ -159,8 +177,8 @@ impl Host {
     /// As [`Host::dial`].
     pub async fn dial_with(&self, target: &str, options: DialOptions) -> io::Result<TcpStream> {
         let (name, port) = split_target(target)?;
-        let (addr, server_host) = self.route(&name, port)?;
-        self.connect(target, &name, addr, server_host, options).await
+        let route = self.route(&name, port)?;
+        self.connect(target, &name, route, options).await
     }
 
     /// Dials an address directly.
@@ -169,13 +187,23 @@ impl Host {
     /// As [`Host::dial`].
     pub async fn dial_addr(&self, addr: SocketAddr) -> io::Result<TcpStream> {
         let target = addr.to_string();
-        let (addr, server_host) = self.route(&addr.ip().to_string(), addr.port())?;
-        self.connect(&target, &target, addr, server_host, DialOptions::default()).await
+        let route = self.route(&addr.ip().to_string(), addr.port())?;
+        self.connect(&target, &target, route, DialOptions::default()).await
     }
 
-    /// Picks the destination of a new connection to `name:port`: `(address, host name)`.
-    fn route(&self, name: &str, port: u16) -> io::Result<(SocketAddr, Option<String>)> {
+    /// Picks the destination of a new connection to `name:port`.
+    fn route(&self, name: &str, port: u16) -> io::Result<Route> {
         let mut st = self.net.core.lock();
+        // Loopback: `localhost` and 127.0.0.0/8 are this host.
+        let loopback = name == "localhost" || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback());
+        if loopback {
+            let to = SocketAddr::new(self.addr, port);
+            return Ok(Route {
+                to,
+                host: Some(self.name.clone()),
+                dialed: SocketAddr::new(name.parse().unwrap_or([127, 0, 0, 1].into()), port),
+            });
+        }
         let kind = match name.parse::<IpAddr>() {
             Ok(ip) => match st.by_addr.get(&ip).cloned() {
                 Some(n) => st.names.get(&n).cloned().map(|k| (n, k)),
@@ -183,12 +211,14 @@ impl Host {
             },
             Err(_) => st.names.get(name).cloned().map(|k| (name.to_string(), k)),
         };
+        let not_found = || io::Error::other("failed to lookup address information: Name or service not known");
         match kind {
             Some((_, NameKind::Host(ip))) => {
                 let host = st.by_addr.get(&ip).cloned();
-                Ok((SocketAddr::new(ip, port), host))
+                let to = SocketAddr::new(ip, port);
+                Ok(Route { to, host, dialed: to })
             }
-            Some((svc, NameKind::ClusterIp { backends, .. })) => {
+            Some((svc, NameKind::ClusterIp { vip, backends })) => {
                 let live: Vec<String> = backends.into_iter().filter(|b| st.hosts.contains_key(b)).collect();
                 if live.is_empty() {
                     // kube-proxy with no endpoints rejects the connection.
@@ -201,31 +231,25 @@ impl Host {
                 let pick = source.below(live.len() as u64) as usize;
                 let host = live[pick].clone();
                 let ip = st.hosts.get(&host).map(|h| h.addr).ok_or_else(|| os_error(errno::ECONNREFUSED))?;
-                Ok((SocketAddr::new(ip, port), Some(host)))
+                Ok(Route { to: SocketAddr::new(ip, port), host: Some(host), dialed: SocketAddr::new(vip, port) })
             }
             Some((_, NameKind::Headless { backends })) => {
                 let first = backends.iter().find_map(|b| st.hosts.get(b).map(|h| (h.addr, b.clone())));
-                match first {
-                    Some((ip, host)) => Ok((SocketAddr::new(ip, port), Some(host))),
-                    None => Err(io::Error::other("failed to lookup address information: Name or service not known")),
-                }
+                let (ip, host) = first.ok_or_else(not_found)?;
+                let to = SocketAddr::new(ip, port);
+                Ok(Route { to, host: Some(host), dialed: to })
             }
             None if name.parse::<IpAddr>().is_ok() => {
                 // An address no host has: nothing answers.
-                Ok((SocketAddr::new(name.parse().expect("checked"), port), None))
+                let to = SocketAddr::new(name.parse().expect("checked"), port);
+                Ok(Route { to, host: None, dialed: to })
             }
-            None => Err(io::Error::other("failed to lookup address information: Name or service not known")),
+            None => Err(not_found()),
         }
     }
 
-    async fn connect(
-        &self,
-        target: &str,
-        name: &str,
-        addr: SocketAddr,
-        server_host: Option<String>,
-        options: DialOptions,
-    ) -> io::Result<TcpStream> {
+    async fn connect(&self, target: &str, name: &str, route: Route, options: DialOptions) -> io::Result<TcpStream> {
+        let Route { to: addr, host: server_host, dialed } = route;
         let core = Arc::clone(&self.net.core);
         let dial_id = {
             let mut st = core.lock();
@@ -236,7 +260,7 @@ impl Host {
             let names =
                 vec![target.to_string(), name.to_string(), addr.to_string(), server_host.clone().unwrap_or_default()];
             let verdict = control::dial_verdict(&st, &names);
-            let port = st.alloc_port(&self.name)?;
+            let port = st.alloc_port(&self.name, addr)?;
             let conn_id = st.next_id();
             let local = SocketAddr::new(self.addr, port);
             let syn_retries = options.syn_retries.unwrap_or(st.config.syn_retries);
@@ -256,6 +280,8 @@ impl Host {
                     links,
                     labels: state::conn_labels(conn_id, &[local, addr]),
                     incarnations: [incarnation, 0],
+                    listener: None,
+                    dialed,
                 },
             );
             let dial_id = st.next_id();
@@ -381,45 +407,60 @@ fn syn_arrives(core: &Arc<Core>, dial: DialId) {
             let Some(l) = st.listeners.get(&lid) else {
                 return;
             };
-            if l.queue.len() > l.backlog {
-                return; // accept queue full (backlog + 1): the SYN is dropped silently
+            let already = l.handshaking.contains(&conn);
+            // The accept queue holds backlog + 1 connections; a SYN that finds it full (counting
+            // handshakes under way, which loopback completes at once) is dropped silently.
+            if !already && l.queue.len() + l.handshaking.len() > l.backlog {
+                return;
             }
-            if l.queue.contains(&conn) {
-                return; // a retransmitted SYN for a connection already queued
+            let server_incarnation = l.incarnation;
+            if let Some(l) = st.listeners.get_mut(&lid) {
+                l.handshaking.insert(conn);
             }
-            let l = st.listeners.get_mut(&lid).expect("listener exists");
-            l.queue.push_back(conn);
-            if let Some(w) = l.waker.take() {
-                w.wake();
-            }
-            let server_incarnation = st.listeners.get(&lid).map_or(0, |l| l.incarnation);
             if let Some(c) = st.conns.get_mut(&conn) {
                 c.ends[1].handles = 0;
                 c.incarnations[1] = server_incarnation;
+                c.listener = Some(lid);
             }
             drop(st);
             core.driver.after(
                 latency_back,
-                Event::new("net.synack", format!("conn#{conn}")).action(move || {
-                    let established = {
-                        let mut st = core2.lock();
-                        let pending = st.dials.get(&dial).is_some_and(|d| matches!(d.state, DialState::Pending { .. }));
-                        if pending && let Some(c) = st.conns.get_mut(&conn) {
-                            c.established = true;
-                        }
-                        pending
-                    };
-                    if established {
-                        finish_dial(&core2, dial, Ok(conn));
-                    } else {
-                        // The dialer gave up: its SYN-ACK meets a closed port and the server end is reset.
-                        let mut st = core2.lock();
-                        state::send_segment(&core2, &mut st, conn, 0, SegKind::Rst);
-                    }
-                }),
+                Event::new("net.synack", format!("conn#{conn}")).action(move || synack_arrives(&core2, dial, conn)),
             );
         }
     }
+}
+
+/// The server's SYN-ACK reaches the dialer: the dial completes, and the dialer's ACK (sent on its
+/// pipe, ahead of any data) will put the connection in the accept queue.
+fn synack_arrives(core: &Arc<Core>, dial: DialId, conn: u64) {
+    let mut st = core.lock();
+    let Some(c) = st.conns.get(&conn) else { return };
+    let (client, server) = (c.hosts[0].clone(), c.hosts[1].clone());
+    if control::link_clogged(&st, &server, &client)
+        || st.host_mode(&client) == state::HostMode::Silent
+        || st.host_mode(&server) == state::HostMode::Silent
+    {
+        return; // lost: the dialer's SYN retry brings another
+    }
+    let pending = st.dials.get(&dial).is_some_and(|d| matches!(d.state, DialState::Pending { .. }));
+    if !pending {
+        // The dialer gave up: the SYN-ACK meets a closed port; the dialer's RST removes the
+        // half-open connection from the listener (it never reaches accept).
+        if let Some(lid) = st.conns.get(&conn).and_then(|c| c.listener)
+            && let Some(l) = st.listeners.get_mut(&lid)
+        {
+            l.handshaking.remove(&conn);
+        }
+        st.remove_conn(conn);
+        return;
+    }
+    if let Some(c) = st.conns.get_mut(&conn) {
+        c.established = true;
+    }
+    state::send_segment(core, &mut st, conn, 0, SegKind::Ack);
+    drop(st);
+    finish_dial(core, dial, Ok(conn));
 }
 
 fn finish_dial(core: &Arc<Core>, dial: DialId, result: io::Result<u64>) {
@@ -446,7 +487,7 @@ fn finish_dial(core: &Arc<Core>, dial: DialId, result: io::Result<u64>) {
             c.ends[0].closed = true;
             c.ends[0].handles = 0;
         }
-        st.conns.remove(&conn);
+        st.remove_conn(conn);
     }
     drop(st);
     core.record("net.dial.done", &format!("conn#{conn}"), detail);
@@ -487,23 +528,20 @@ impl Future for DialFuture {
 impl Drop for DialFuture {
     fn drop(&mut self) {
         let mut st = self.core.lock();
-        if let Some(d) = st.dials.remove(&self.dial) {
-            let conn = d.conn;
-            if matches!(d.state, DialState::Pending { .. }) {
-                // Abandoned mid-handshake: the client socket is closed. A later SYN-ACK meets a
-                // closed port (see syn_arrives); a connection never queued is simply forgotten.
-                let queued = st.listeners.values().any(|l| l.queue.contains(&conn));
+        let Some(d) = st.dials.remove(&self.dial) else { return };
+        match d.state {
+            // Abandoned mid-handshake: the socket closes in SYN_SENT; the server's half-open
+            // connection is discarded by the RST its SYN-ACK meets. Nothing reaches `accept`.
+            DialState::Pending { .. } => st.remove_conn(d.conn),
+            // Completed but never returned (the future was dropped right after): the socket is
+            // closed as dropping a stream closes it.
+            DialState::Done(Ok(conn)) => {
                 if let Some(c) = st.conns.get_mut(&conn) {
-                    c.ends[0].closed = true;
                     c.ends[0].handles = 0;
-                    if queued {
-                        c.ends[0].reset = true;
-                    }
                 }
-                if !queued {
-                    st.conns.remove(&conn);
-                }
+                state::close_end(&self.core, &mut st, conn, 0);
             }
+            _ => {}
         }
     }
 }

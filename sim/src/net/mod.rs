@@ -94,6 +94,16 @@ impl NetConfig {
         }
     }
 
+    /// The config with its ranges in order and the send bound in `1..=SEND_BUFFER_MAX`.
+    pub fn normalized(mut self) -> NetConfig {
+        if self.latency.0 > self.latency.1 {
+            self.latency = (self.latency.1, self.latency.0);
+        }
+        let (lo, hi) = (self.send_buffer.0.min(self.send_buffer.1), self.send_buffer.0.max(self.send_buffer.1));
+        self.send_buffer = (lo.clamp(1, Self::SEND_BUFFER_MAX), hi.clamp(1, Self::SEND_BUFFER_MAX));
+        self
+    }
+
     /// Links drawn from the run's swarm: `net.latency_max` (0–20 ms), `net.jitter_max` (0–5 ms)
     /// and `net.send_buffer_min` (64 KiB–4 MiB; links draw between it and 4 MiB).
     pub fn from_swarm(swarm: &crate::Swarm) -> NetConfig {
@@ -170,6 +180,7 @@ impl Network {
     /// the run's own network (from [`NetConfig::from_swarm`] unless
     /// [`crate::Ctx::set_net_config`] chose another before first use).
     pub(crate) fn new(ctx: &crate::Ctx, config: NetConfig) -> Network {
+        let config = config.normalized();
         let tree = crate::seed::Tree::new(ctx.seed());
         let state = State {
             hosts: BTreeMap::new(),
@@ -190,6 +201,7 @@ impl Network {
             routes: BTreeMap::new(),
             stale_ops: 0,
             ended: Default::default(),
+            ports: BTreeMap::new(),
         };
         Network {
             core: Arc::new(Core {
@@ -204,6 +216,9 @@ impl Network {
 
     /// The host named `name`, created on first use with the next address in 10.0.0.0/16. Its
     /// name resolves to its address.
+    ///
+    /// # Panics
+    /// If `name` is already a service name ([`Network::cluster_ip`], [`Network::headless`]).
     pub fn host(&self, name: &str) -> Host {
         let addr = self.core.lock().host_addr(name);
         Host::new(self.clone(), name.to_string(), addr, None)
@@ -288,8 +303,15 @@ impl Network {
     /// connection to it goes to one backend, chosen by the seed (Kubernetes' kube-proxy picks at
     /// random per connection). Backends are host names; they may change later
     /// ([`Network::set_endpoints`], or the [`Route`] control).
+    ///
+    /// # Panics
+    /// If `name` is a host's name.
     pub fn cluster_ip(&self, name: &str, backends: &[&str]) -> IpAddr {
         let mut st = self.core.lock();
+        assert!(
+            !matches!(st.names.get(name), Some(NameKind::Host(_)) | Some(NameKind::Headless { .. })),
+            "Network::cluster_ip({name:?}): the name is already a host or a headless service"
+        );
         if let Some(NameKind::ClusterIp { vip, .. }) = st.names.get(name) {
             let vip = *vip;
             st.names.insert(
@@ -308,7 +330,14 @@ impl Network {
     }
 
     /// Declares a headless service: `name` resolves to every backend's address.
+    ///
+    /// # Panics
+    /// If `name` is a host's name or a ClusterIP service.
     pub fn headless(&self, name: &str, backends: &[&str]) {
+        assert!(
+            !matches!(self.core.lock().names.get(name), Some(NameKind::Host(_)) | Some(NameKind::ClusterIp { .. })),
+            "Network::headless({name:?}): the name is already a host or a ClusterIP service"
+        );
         self.core.lock().names.insert(
             name.to_string(),
             NameKind::Headless { backends: backends.iter().map(|s| s.to_string()).collect() },
@@ -316,21 +345,19 @@ impl Network {
     }
 
     /// Replaces the backends of a service name (existing connections stay where they are).
-    pub fn set_endpoints(&self, name: &str, backends: &[&str]) {
+    /// Returns `false`, changing nothing, when `name` is not a service.
+    pub fn set_endpoints(&self, name: &str, backends: &[&str]) -> bool {
         let mut st = self.core.lock();
         let list: Vec<String> = backends.iter().map(|s| s.to_string()).collect();
         match st.names.get_mut(name) {
             Some(NameKind::ClusterIp { backends, .. }) | Some(NameKind::Headless { backends }) => {
                 *backends = list.clone()
             }
-            _ => {
-                drop(st);
-                self.cluster_ip(name, backends);
-                return;
-            }
+            _ => return false,
         }
         drop(st);
         self.core.record("net.endpoints", name, list.join(","));
+        true
     }
 
     /// The backends of a service name, if it is one.
@@ -386,14 +413,22 @@ impl Network {
     /// Schedules a control at fake time `at` since the run started; say when it ends with
     /// [`Scheduled::until`] or [`Scheduled::lasting`] (or keep it with [`Scheduled::forever`]).
     pub fn at(&self, at: Duration, control: impl Control) -> Scheduled {
-        let slot: Arc<Mutex<Option<ControlGuard>>> = Arc::new(Mutex::new(None));
+        let slot: Arc<Mutex<control::Slot>> = Arc::default();
         let (net, slot2) = (self.clone(), Arc::clone(&slot));
         let label = control.describe();
         self.core.driver.at(
             at,
             crate::Event::new("net.control.at", "network").detail(label).action(move || {
                 let guard = net.install(control);
-                *slot2.lock().unwrap_or_else(|p| p.into_inner()) = Some(guard);
+                let mut slot = slot2.lock().unwrap_or_else(|p| p.into_inner());
+                if slot.released_early {
+                    drop(slot);
+                    guard.release();
+                } else if slot.release_scheduled {
+                    slot.guard = Some(guard);
+                } else {
+                    guard.forever();
+                }
             }),
         );
         Scheduled { net: self.clone(), slot, at }

@@ -37,7 +37,7 @@ impl Nemesis {
 
     /// The longest a fault lasts (default 5 s).
     pub fn longest(mut self, d: Duration) -> Nemesis {
-        self.longest = d;
+        self.longest = d.max(Duration::from_millis(1));
         self
     }
 

@@ -27,6 +27,15 @@ pub(crate) type ConnId = u64;
 pub(crate) type ListenerId = u64;
 pub(crate) type DialId = u64;
 
+/// Linux's default `ip_local_port_range`.
+pub(crate) const EPHEMERAL: std::ops::RangeInclusive<u16> = 32768..=60999;
+
+/// The destination key under which a listener's ephemeral port is reserved.
+pub(crate) const LISTEN_KEY: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
+
+/// The most hosts a network has (10.0.0.0/16 minus the network and broadcast addresses).
+pub const HOSTS_MAX: u32 = 65_534;
+
 /// `errno` values used, with their Linux numbers.
 pub(crate) mod errno {
     pub const EPIPE: i32 = 32;
@@ -75,6 +84,8 @@ pub(crate) enum SegKind {
     Data(Bytes),
     Fin,
     Rst,
+    /// The dialer's ACK completing the handshake: puts the connection in the accept queue.
+    Ack,
 }
 
 pub(crate) struct Seg {
@@ -138,6 +149,11 @@ pub(crate) struct Conn {
     pub links: [LinkConfig; 2],
     /// The incarnation of each end's host that owns the end.
     pub incarnations: [u64; 2],
+    /// The listener the connection was made to.
+    pub listener: Option<ListenerId>,
+    /// What the dialer sees as its peer: the address it dialed (a ClusterIP's virtual address, as
+    /// kube-proxy's DNAT shows it).
+    pub dialed: SocketAddr,
     /// `conn#N a->b` for each direction, made once (every delivery records it).
     pub labels: [Arc<str>; 2],
 }
@@ -172,7 +188,10 @@ pub(crate) struct ListenerState {
     pub host: String,
     pub incarnation: u64,
     pub backlog: usize,
+    /// Established connections waiting for `accept`.
     pub queue: VecDeque<ConnId>,
+    /// Connections whose SYN was answered and whose ACK has not arrived (SYN_RECV).
+    pub handshaking: BTreeSet<ConnId>,
     pub waker: Option<Waker>,
 }
 
@@ -210,6 +229,8 @@ pub(crate) struct State {
     pub stale_ops: u64,
     /// Incarnations that ended (host, incarnation).
     pub ended: BTreeSet<(String, u64)>,
+    /// Ephemeral ports in use per host: (destination, port).
+    pub ports: BTreeMap<String, BTreeSet<(SocketAddr, u16)>>,
 }
 
 /// The shared core of a [`super::Network`].
@@ -245,10 +266,15 @@ impl State {
         if let Some(h) = self.hosts.get(name) {
             return h.addr;
         }
+        assert!(!self.names.contains_key(name), "Network::host({name:?}): the name is already a service");
+        assert!(self.next_host < HOSTS_MAX, "a network holds at most HOSTS_MAX = {HOSTS_MAX} hosts");
         self.next_host += 1;
         let n = self.next_host;
         let addr = IpAddr::V4(Ipv4Addr::new(10, 0, (n >> 8) as u8, (n & 0xff) as u8));
-        self.hosts.insert(name.to_string(), HostState { addr, mode: HostMode::Up, next_port: 49152, incarnation: 0 });
+        self.hosts.insert(
+            name.to_string(),
+            HostState { addr, mode: HostMode::Up, next_port: *EPHEMERAL.start(), incarnation: 0 },
+        );
         self.by_addr.insert(addr, name.to_string());
         self.names.insert(name.to_string(), NameKind::Host(addr));
         addr
@@ -283,23 +309,57 @@ impl State {
         self.hosts.get(name).map_or(HostMode::Silent, |h| h.mode)
     }
 
-    pub(crate) fn alloc_port(&mut self, host: &str) -> io::Result<u16> {
-        let used: BTreeSet<u16> = self
-            .conns
-            .values()
-            .flat_map(|c| c.addrs.iter().zip(c.hosts.iter()))
-            .filter(|(_, h)| h.as_str() == host)
-            .map(|(a, _)| a.port())
-            .collect();
+    /// An ephemeral port for a connection from `host` to `to`: Linux's `ip_local_port_range`
+    /// (32768–60999), unique per destination (the 4-tuple must be), so one destination can use
+    /// 28,232 connections and others are unaffected.
+    pub(crate) fn alloc_port(&mut self, host: &str, to: SocketAddr) -> io::Result<u16> {
+        let used = self.ports.entry(host.to_string()).or_default();
         let h = self.hosts.get_mut(host).ok_or_else(|| os_error(errno::EADDRNOTAVAIL))?;
-        for _ in 0..16384 {
+        for _ in 0..=(EPHEMERAL.end() - EPHEMERAL.start()) {
             let port = h.next_port;
-            h.next_port = if h.next_port == 65535 { 49152 } else { h.next_port + 1 };
-            if !used.contains(&port) {
+            h.next_port = if h.next_port >= *EPHEMERAL.end() { *EPHEMERAL.start() } else { h.next_port + 1 };
+            if !used.contains(&(to, port)) && !used.contains(&(LISTEN_KEY, port)) {
+                used.insert((to, port));
                 return Ok(port);
             }
         }
         Err(os_error(errno::EADDRNOTAVAIL))
+    }
+
+    /// An ephemeral port for a listener (`listen("0")`): one no connection or listener of the
+    /// host uses.
+    pub(crate) fn alloc_listen_port(&mut self, host: &str) -> io::Result<u16> {
+        let used = self.ports.entry(host.to_string()).or_default();
+        let taken: BTreeSet<u16> = used.iter().map(|(_, p)| *p).collect();
+        let h = self.hosts.get_mut(host).ok_or_else(|| os_error(errno::EADDRNOTAVAIL))?;
+        for _ in 0..=(EPHEMERAL.end() - EPHEMERAL.start()) {
+            let port = h.next_port;
+            h.next_port = if h.next_port >= *EPHEMERAL.end() { *EPHEMERAL.start() } else { h.next_port + 1 };
+            let addr = SocketAddr::new(h.addr, port);
+            if !taken.contains(&port) && !self.listening.contains_key(&addr) {
+                used.insert((LISTEN_KEY, port));
+                return Ok(port);
+            }
+        }
+        Err(os_error(errno::EADDRNOTAVAIL))
+    }
+
+    /// Forgets a connection and gives its ephemeral port back.
+    pub(crate) fn remove_conn(&mut self, conn: ConnId) {
+        if let Some(c) = self.conns.remove(&conn) {
+            self.free_port(&c.hosts[0], c.addrs[1], c.addrs[0].port());
+            if let Some(l) = c.listener.and_then(|lid| self.listeners.get_mut(&lid)) {
+                l.handshaking.remove(&conn);
+                l.queue.retain(|q| *q != conn);
+            }
+        }
+    }
+
+    /// Gives a connection's ephemeral port back.
+    pub(crate) fn free_port(&mut self, host: &str, to: SocketAddr, port: u16) {
+        if let Some(used) = self.ports.get_mut(host) {
+            used.remove(&(to, port));
+        }
     }
 }
 
@@ -369,6 +429,7 @@ pub(crate) fn deliver(core: &Arc<Core>, conn: ConnId, from: usize) {
         let _ = described.write_fmt(text);
     };
     let mut reply_rst = false;
+    let mut acked = false;
     loop {
         if super::control::held(st, conn, from) {
             break;
@@ -406,8 +467,16 @@ pub(crate) fn deliver(core: &Arc<Core>, conn: ConnId, from: usize) {
             SegKind::Data(b) => note(format_args!("{} bytes", b.len())),
             SegKind::Fin => note(format_args!("FIN")),
             SegKind::Rst => note(format_args!("RST")),
+            SegKind::Ack => note(format_args!("ACK")),
+        }
+        if matches!(seg.kind, SegKind::Ack) {
+            acked = true;
+            continue;
         }
         receive(c, from, seg.kind, &mut reply_rst);
+    }
+    if acked {
+        established(st, conn, &mut reply_rst);
     }
     if !described.is_empty()
         && let Some(c) = st.conns.get(&conn)
@@ -423,6 +492,29 @@ pub(crate) fn deliver(core: &Arc<Core>, conn: ConnId, from: usize) {
     }
     schedule_pipe(core, st, conn, from);
     maybe_forget(st, conn);
+}
+
+/// The handshake's ACK reached the server: the connection joins its listener's accept queue, or,
+/// when the listener is gone, the server's stack answers with RST.
+fn established(st: &mut State, conn: ConnId, reply_rst: &mut bool) {
+    let Some(lid) = st.conns.get(&conn).and_then(|c| c.listener) else { return };
+    match st.listeners.get_mut(&lid) {
+        Some(l) => {
+            l.handshaking.remove(&conn);
+            l.queue.push_back(conn);
+            if let Some(w) = l.waker.take() {
+                w.wake();
+            }
+        }
+        None => {
+            if let Some(c) = st.conns.get_mut(&conn)
+                && !c.ends[1].closed
+            {
+                c.ends[1].closed = true;
+                *reply_rst = true;
+            }
+        }
+    }
 }
 
 /// One segment arrives at end `1 - from`.
@@ -444,21 +536,26 @@ fn receive(c: &mut Conn, from: usize, kind: SegKind, reply_rst: &mut bool) {
             c.pipes[from].fin_delivered = true;
             c.ends[to].wake();
         }
+        SegKind::Ack => {}
         SegKind::Rst => {
             let end = &mut c.ends[to];
             if end.reset {
                 return;
             }
             end.reset = true;
-            // An RST after the peer's FIN (CLOSE_WAIT) is not reported as ECONNRESET: reads give
-            // EOF and writes EPIPE (measured on Linux, point 8).
-            if !c.pipes[from].fin_delivered && !end.closed {
-                end.pending_error = Some(errno::ECONNRESET);
+            // Linux tcp_reset: ECONNRESET, but EPIPE in CLOSE_WAIT (after the peer's FIN). Reads
+            // after a FIN give EOF before they look at the error (SOCK_DONE); writes and
+            // take_error report it (measured on Linux, point 8).
+            if !end.closed {
+                end.pending_error = Some(if c.pipes[from].fin_delivered { errno::EPIPE } else { errno::ECONNRESET });
             }
-            // What this end had sent and not yet delivered dies with the connection.
+            // What this end had sent and not yet delivered, or not yet read by the peer, dies
+            // with the connection: its send bound is free again.
             let pipe = &mut c.pipes[to];
             pipe.queue.clear();
             pipe.queued_bytes = 0;
+            pipe.recv.clear();
+            pipe.recv_bytes = 0;
             c.ends[to].wake();
             c.ends[from].wake();
         }
@@ -486,57 +583,71 @@ pub(crate) fn close_end(core: &Arc<Core>, st: &mut State, conn: ConnId, i: usize
     let Some(c) = st.conns.get_mut(&conn) else {
         return;
     };
-    let end = &mut c.ends[i];
-    if end.closed {
+    if c.ends[i].closed {
         return;
     }
-    end.closed = true;
     let unread = c.pipes[1 - i].recv_bytes > 0;
     let (linger0, wrote_fin, reset) = (c.ends[i].linger_zero, c.ends[i].wrote_fin, c.ends[i].reset);
     if reset {
+        c.ends[i].closed = true;
         maybe_forget(st, conn);
         return;
     }
     if unread || linger0 {
         // Linux tcp_close: unread data (or SO_LINGER 0) aborts the connection with RST.
-        c.pipes[1 - i].recv.clear();
-        c.pipes[1 - i].recv_bytes = 0;
-        c.ends[i].reset = true;
-        send_segment(core, st, conn, i, SegKind::Rst);
-    } else if !wrote_fin {
+        abort_end(core, st, conn, i);
+        return;
+    }
+    c.ends[i].closed = true;
+    if !wrote_fin {
         c.ends[i].wrote_fin = true;
         send_segment(core, st, conn, i, SegKind::Fin);
     }
     maybe_forget(st, conn);
 }
 
-/// Aborts end `i` (its process was killed): the end is closed and its peer gets RST, behind what
-/// was already sent.
+/// Aborts end `i` (close with unread data or linger 0, or its process was killed): the end is
+/// closed, what it had not read is discarded — but its peer's send bound stays taken until the
+/// RST reaches the peer (an aborting socket sends no window update) — and bytes of its own that a
+/// control was holding back are discarded (unacknowledged, so never sent); bytes already on their
+/// way still arrive ahead of the RST.
 pub(crate) fn abort_end(core: &Arc<Core>, st: &mut State, conn: ConnId, i: usize) {
+    let held = super::control::held(st, conn, i) || super::control::hold_allowance(st, conn, i) == Some(0);
     let Some(c) = st.conns.get_mut(&conn) else { return };
+    c.ends[i].closed = true;
     if c.ends[i].reset {
-        c.ends[i].closed = true;
+        maybe_forget(st, conn);
         return;
     }
-    c.ends[i].closed = true;
     c.ends[i].reset = true;
     c.pipes[1 - i].recv.clear();
-    c.pipes[1 - i].recv_bytes = 0;
+    if held {
+        let pipe = &mut c.pipes[i];
+        pipe.queue.retain(|seg| !matches!(seg.kind, SegKind::Data(_)));
+        pipe.queued_bytes = 0;
+    }
     send_segment(core, st, conn, i, SegKind::Rst);
     maybe_forget(st, conn);
 }
 
 /// Removes a listener; with `reset`, its queued connections are reset (Linux
-/// inet_csk_listen_stop), otherwise they are left to go silent with their host.
+/// inet_csk_listen_stop), otherwise they are left to go silent with their host. Half-open
+/// connections (SYN_RECV) are discarded either way.
 pub(crate) fn drop_listener(core: &Arc<Core>, st: &mut State, id: ListenerId, reset: bool) {
     let Some(l) = st.listeners.remove(&id) else { return };
     st.listening.retain(|_, lid| *lid != id);
     if let Some(w) = l.waker {
         w.wake();
     }
+    for conn in l.handshaking {
+        if let Some(c) = st.conns.get_mut(&conn) {
+            c.listener = None;
+        }
+    }
     for conn in l.queue {
         if let Some(c) = st.conns.get_mut(&conn) {
             c.ends[1].closed = true;
+            c.listener = None;
             if !reset {
                 c.silent = true;
                 continue;
@@ -558,6 +669,6 @@ pub(crate) fn maybe_forget(st: &mut State, conn: ConnId) {
     let queued = st.listeners.values().any(|l| l.queue.contains(&conn));
     let dialing = st.dials.values().any(|d| d.conn == conn && matches!(d.state, DialState::Pending { .. }));
     if done && !queued && !dialing {
-        st.conns.remove(&conn);
+        st.remove_conn(conn);
     }
 }

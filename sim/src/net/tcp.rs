@@ -92,10 +92,15 @@ impl EndHandle {
             }
             return Poll::Ready(Ok(()));
         }
+        // After the peer's FIN, reads give EOF without consuming a pending error (Linux checks
+        // SOCK_DONE first).
+        if c.pipes[from].fin_delivered {
+            return Poll::Ready(Ok(()));
+        }
         if let Some(e) = c.ends[i].pending_error.take() {
             return Poll::Ready(Err(os_error(e)));
         }
-        if c.pipes[from].fin_delivered || c.ends[i].reset || c.ends[i].read_shut {
+        if c.ends[i].reset || c.ends[i].read_shut {
             return Poll::Ready(Ok(()));
         }
         c.ends[i].read_waker = Some(cx.waker().clone());
@@ -190,7 +195,7 @@ impl EndHandle {
     fn peer_addr(&self) -> io::Result<SocketAddr> {
         let st = self.net.core.lock();
         match st.conns.get(&self.conn) {
-            Some(c) if !c.ends[self.end].reset => Ok(self.peer),
+            Some(c) if !c.finished(self.end) => Ok(self.peer),
             _ => Err(os_error(errno::ENOTCONN)),
         }
     }
@@ -235,7 +240,7 @@ impl TcpStream {
         let (local, peer) = {
             let st = net.core.lock();
             let c = st.conns.get(&conn).expect("a stream is made for an existing connection");
-            (c.addrs[end], c.addrs[1 - end])
+            (c.addrs[end], if end == 0 { c.dialed } else { c.addrs[0] })
         };
         TcpStream { handle: Arc::new(EndHandle { net, conn, end, local, peer }) }
     }
@@ -538,8 +543,10 @@ impl TcpListener {
     /// # Errors
     /// As [`TcpListener::accept`].
     pub fn poll_accept(&self, cx: &mut Context<'_>) -> Poll<io::Result<(TcpStream, SocketAddr)>> {
-        let mut st = self.net.core.lock();
-        let paused = control::listener_paused(&st, self.addr);
+        let mut guard = self.net.core.lock();
+        let paused = control::listener_paused(&guard, self.addr);
+        let st = &mut *guard;
+        let conns = &st.conns;
         let Some(l) = st.listeners.get_mut(&self.id) else {
             // The network removed it: its incarnation ended. A dead process accepts nothing, and
             // a leftover task of it waits here for good rather than spinning on errors.
@@ -549,15 +556,27 @@ impl TcpListener {
             l.waker = Some(cx.waker().clone());
             return Poll::Pending;
         }
-        let conn = l.queue.pop_front().expect("checked non-empty");
+        let mut found = None;
+        while let Some(conn) = l.queue.pop_front() {
+            if conns.contains_key(&conn) {
+                found = Some(conn);
+                break;
+            }
+        }
+        let Some(conn) = found else {
+            if let Some(l) = st.listeners.get_mut(&self.id) {
+                l.waker = Some(cx.waker().clone());
+            }
+            return Poll::Pending;
+        };
         let peer = match st.conns.get_mut(&conn) {
             Some(c) => {
                 c.ends[1].handles = 1;
                 c.addrs[0]
             }
-            None => return Poll::Pending,
+            None => unreachable!("checked above"),
         };
-        drop(st);
+        drop(guard);
         self.net.core.record("net.accept", &format!("conn#{conn}"), format!("{} <- {peer}", self.addr));
         Poll::Ready(Ok((TcpStream::new(self.net.clone(), conn, 1), peer)))
     }

@@ -259,6 +259,8 @@ pub struct Simulation {
     pub(crate) enable_io: bool,
     pub(crate) trace_tail: usize,
     pub(crate) seed_lines: bool,
+    pub(crate) progress: bool,
+    pub(crate) stop_after_failures: Option<usize>,
 }
 
 impl Simulation {
@@ -292,6 +294,8 @@ impl Simulation {
             enable_io: false,
             trace_tail: 20,
             seed_lines: true,
+            progress: false,
+            stop_after_failures: None,
         }
     }
 
@@ -397,6 +401,20 @@ impl Simulation {
     /// `SIM_SEED_LINES=0` turns it off).
     pub fn seed_lines(mut self, on: bool) -> Self {
         self.seed_lines = on;
+        self
+    }
+
+    /// Shows a progress bar on stderr for sweeps that take over a second (redrawn in place on a
+    /// terminal; a line per tenth of the seeds otherwise). Off by default.
+    pub fn progress(mut self, on: bool) -> Self {
+        self.progress = on;
+        self
+    }
+
+    /// Stops starting new seeds once `n` have failed (seeds already running finish): for
+    /// measuring how many seeds it takes to find a bug. The report holds the seeds that ran.
+    pub fn stop_after_failures(mut self, n: usize) -> Self {
+        self.stop_after_failures = Some(n.max(1));
         self
     }
 

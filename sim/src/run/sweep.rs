@@ -294,12 +294,18 @@ impl Sweep {
     /// Runs every seed (`repeat` times each) on `jobs` worker threads.
     fn sweep(&self, body: &Arc<Body>) -> Vec<RunResult> {
         let next = AtomicUsize::new(0);
+        let failed = AtomicUsize::new(0);
+        let done = AtomicUsize::new(0);
         let results: Mutex<Vec<(usize, RunResult)>> = Mutex::new(Vec::with_capacity(self.seeds.len()));
         let jobs = self.sim.jobs.min(self.seeds.len()).max(1);
+        let progress = Progress::new(self.sim.progress && self.child_out.is_none(), &self.sim.name, self.seeds.len());
         std::thread::scope(|scope| {
             for _ in 0..jobs {
                 scope.spawn(|| {
                     loop {
+                        if self.sim.stop_after_failures.is_some_and(|n| failed.load(Ordering::Relaxed) >= n) {
+                            break;
+                        }
                         let index = next.fetch_add(1, Ordering::Relaxed);
                         let Some(&seed) = self.seeds.get(index) else { break };
                         if self.sim.seed_lines {
@@ -310,11 +316,17 @@ impl Sweep {
                             ));
                         }
                         let result = self.run_repeated(seed, body);
+                        if result.outcome.failed() {
+                            failed.fetch_add(1, Ordering::Relaxed);
+                        }
+                        let finished = done.fetch_add(1, Ordering::Relaxed) + 1;
+                        progress.update(finished, failed.load(Ordering::Relaxed));
                         results.lock().unwrap_or_else(|p| p.into_inner()).push((index, result));
                     }
                 });
             }
         });
+        progress.finish();
         let mut results = results.into_inner().unwrap_or_else(|p| p.into_inner());
         results.sort_by_key(|(index, _)| *index);
         results.into_iter().map(|(_, r)| r).collect()
@@ -537,6 +549,64 @@ impl Sweep {
             }
         }
         eprint!("{text}");
+    }
+}
+
+/// A progress line on stderr for sweeps longer than a second (redrawn in place on a terminal,
+/// one line per tenth otherwise).
+struct Progress {
+    on: bool,
+    name: String,
+    total: usize,
+    started: Instant,
+    tty: bool,
+    last_tenth: AtomicUsize,
+    shown: std::sync::atomic::AtomicBool,
+}
+
+impl Progress {
+    fn new(on: bool, name: &str, total: usize) -> Progress {
+        use std::io::IsTerminal;
+        Progress {
+            on,
+            name: name.to_string(),
+            total,
+            started: Instant::now(),
+            tty: std::io::stderr().is_terminal(),
+            last_tenth: AtomicUsize::new(0),
+            shown: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    fn update(&self, done: usize, failed: usize) {
+        if !self.on || self.started.elapsed() < Duration::from_secs(1) {
+            return;
+        }
+        let elapsed = self.started.elapsed().as_secs_f64();
+        let rate = done as f64 / elapsed.max(1e-9);
+        let left = (self.total.saturating_sub(done)) as f64 / rate.max(1e-9);
+        let line = format!(
+            "sim: {}: {done}/{} seeds, {failed} failed, {elapsed:.0}s, ~{left:.0}s left",
+            self.name, self.total
+        );
+        if self.tty {
+            let width = 30;
+            let filled = done * width / self.total.max(1);
+            let bar: String = "#".repeat(filled) + &"-".repeat(width - filled);
+            eprint!("\r[{bar}] {line}\x1b[K");
+            self.shown.store(true, Ordering::Relaxed);
+        } else {
+            let tenth = done * 10 / self.total.max(1);
+            if tenth > self.last_tenth.fetch_max(tenth, Ordering::Relaxed) {
+                report::stderr_line(&line);
+            }
+        }
+    }
+
+    fn finish(&self) {
+        if self.shown.load(Ordering::Relaxed) {
+            eprint!("\r\x1b[K");
+        }
     }
 }
 

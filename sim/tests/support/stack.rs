@@ -28,6 +28,10 @@ pub trait Stack {
     async fn connect_with_syn_retries(&self, addr: &str, retries: u32) -> io::Result<Self::Stream>;
     /// An address nothing listens on.
     fn closed_addr(&self) -> String;
+    /// Listens on an ephemeral port (port 0); returns the port.
+    async fn listen_ephemeral(&self) -> io::Result<(Self::Listener, u16)>;
+    /// Dials this port on the server's own host through its loopback address (as the server).
+    async fn connect_loopback(&self, port: u16) -> io::Result<Self::Stream>;
     fn shutdown(&self, stream: &Self::Stream, how: Shutdown) -> io::Result<()>;
     fn set_linger_zero(&self, stream: &Self::Stream) -> io::Result<()>;
     fn peer_addr(&self, stream: &Self::Stream) -> io::Result<SocketAddr>;
@@ -138,6 +142,16 @@ impl Stack for Real {
         l.local_addr().expect("addr").to_string()
     }
 
+    async fn listen_ephemeral(&self) -> io::Result<(Self::Listener, u16)> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let port = listener.local_addr()?.port();
+        Ok((listener, port))
+    }
+
+    async fn connect_loopback(&self, port: u16) -> io::Result<Self::Stream> {
+        tokio::net::TcpStream::connect(("127.0.0.1", port)).await
+    }
+
     fn shutdown(&self, stream: &Self::Stream, how: Shutdown) -> io::Result<()> {
         socket2::SockRef::from(stream).shutdown(how)
     }
@@ -205,6 +219,16 @@ impl Stack for Sim {
 
     fn closed_addr(&self) -> String {
         "server:9".to_string()
+    }
+
+    async fn listen_ephemeral(&self) -> io::Result<(Self::Listener, u16)> {
+        let listener = self.server.listen("0")?;
+        let port = listener.local_addr()?.port();
+        Ok((listener, port))
+    }
+
+    async fn connect_loopback(&self, port: u16) -> io::Result<Self::Stream> {
+        self.server.dial(&format!("127.0.0.1:{port}")).await
     }
 
     fn shutdown(&self, stream: &Self::Stream, how: Shutdown) -> io::Result<()> {
