@@ -175,6 +175,9 @@ pub(crate) struct Recorder {
     start: tokio::time::Instant,
     checks: std::sync::Arc<crate::check::Checks>,
     on_violation: std::sync::OnceLock<Box<dyn Fn(crate::report::Failure) + Send + Sync>>,
+    /// The run is over: what happens while its runtime is torn down (destructors running in an
+    /// order tokio does not fix) is not part of the history.
+    closed: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -195,7 +198,13 @@ impl Recorder {
             start,
             checks,
             on_violation: std::sync::OnceLock::new(),
+            closed: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Ends the history: later records are dropped.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Where per-event violations go (the run's `Ctx::fail`).
@@ -215,6 +224,9 @@ impl Recorder {
 
     /// Appends an event at `at` and marks its place in the trace; returns its index.
     pub(crate) fn record_at(&self, at: Duration, kind: &str, identity: &str, detail: &str) -> u64 {
+        if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
+            return u64::MAX;
+        }
         let mut history = self.history.lock().unwrap_or_else(|p| p.into_inner());
         let entry = history.record(at, kind, identity, detail).clone();
         drop(history);

@@ -168,6 +168,8 @@ pub struct ExitRecord {
     pub cause: ExitCause,
     /// When (fake time since the run started).
     pub at: Duration,
+    /// Tasks of the incarnation aborted when it ended (tracked tasks still running).
+    pub aborted_tasks: usize,
 }
 
 /// A lifecycle event for a node (or, for a rollout, a service).
@@ -733,7 +735,14 @@ impl System {
             let out = (instance.owner, instance.tasks.clone(), instance.root.take(), Arc::clone(&instance.inflight));
             let at = self.ctx.elapsed();
             let version = instance.version.clone();
-            st.exits.push(ExitRecord { node: name.to_string(), incarnation, version, cause: cause.clone(), at });
+            st.exits.push(ExitRecord {
+                node: name.to_string(),
+                incarnation,
+                version,
+                cause: cause.clone(),
+                at,
+                aborted_tasks: 0,
+            });
             out
         };
         if matches!(cause, ExitCause::Signal(_)) {
@@ -757,6 +766,10 @@ impl System {
         }
         self.ctx.tasks().mark_aborted(aborted.iter().copied());
         let aborted = aborted.len();
+        if let Some(exit) = self.lock().exits.iter_mut().rev().find(|e| e.node == name && e.incarnation == incarnation)
+        {
+            exit.aborted_tasks = aborted;
+        }
         let (conns, listeners) = self.ctx.net().end_incarnation(name, incarnation, ending);
         self.ctx.tasks().mark_dead(owner);
         self.ctx.record(

@@ -365,8 +365,9 @@ fn run_on_this_thread(spec: RunSpec, body: Arc<Body>, progress: Progress) -> Run
                         ending = Ending::Stopped;
                     }
                     let elapsed = ctx.elapsed();
-                    // Pending events may hold the network (and the network the driver): drop
-                    // them so nothing of this run outlives it.
+                    // The history ends here; then pending events (which may hold the network, and
+                    // the network the driver) are dropped so nothing of this run outlives it.
+                    shared.recorder.close();
                     shared.driver.clear();
                     (ending, elapsed)
                 })

@@ -534,7 +534,7 @@ impl Sweep {
                 "  note: {abandoned} run thread(s) abandoned by the watchdog are still running and using CPU; later seeds' wall times (and watchdogs) suffer\n"
             ));
         }
-        for outcome in report.failures().take(1) {
+        for outcome in report.failures().take(usize::from(self.sim.trace_tail > 0)) {
             if let Some(path) = &outcome.trace
                 && let Ok(content) = std::fs::read_to_string(path)
             {

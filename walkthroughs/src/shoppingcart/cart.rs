@@ -4,7 +4,8 @@
 //! - `DELETE /cart/{user}/items/{item}`;
 //! - `GET /cart/{user}` → `{"items": {"3": 2}, "total": 2500}`;
 //! - `POST /cart/{user}/checkout` with `Idempotency-Key` → `{"order": "…", "total": 2500}`: charges
-//!   the cart's total once per key (a retry with the same key gets the same order) and empties it.
+//!   the cart's total once per key (a retry with the same key gets the same order) and empties it;
+//!   an empty cart is 409.
 //!
 //! Every request needs `Authorization: Bearer <token>` for the same user; the cart verifies the
 //! token's HMAC with identity's key set, fetched over HTTP and refetched when a token names a key
@@ -69,13 +70,13 @@ pub trait CartStore: Send + Sync + 'static {
     /// Records an order under a key and empties the user's cart.
     fn insert_order(&self, key: &str, user: &str, order: Order) -> impl Future<Output = ()> + Send;
     /// Atomically: the order under `key`, or else `charge` the cart's total, record the order and
-    /// empty the cart. Returns the order and whether this call made it.
+    /// empty the cart. `None` when there is no order under `key` and the cart is empty.
     fn checkout_once(
         &self,
         key: &str,
         user: &str,
         charge: &(dyn Fn(u64) + Sync),
-    ) -> impl Future<Output = (Order, bool)> + Send;
+    ) -> impl Future<Output = Option<Order>> + Send;
 }
 
 #[derive(Default)]
@@ -153,17 +154,21 @@ impl CartStore for MemoryStore {
         t.carts.remove(user);
     }
 
-    async fn checkout_once(&self, key: &str, user: &str, charge: &(dyn Fn(u64) + Sync)) -> (Order, bool) {
+    async fn checkout_once(&self, key: &str, user: &str, charge: &(dyn Fn(u64) + Sync)) -> Option<Order> {
         self.delay().await;
         let mut t = self.tables();
         if let Some(order) = t.orders.get(key) {
-            return (order.clone(), false);
+            return Some(order.clone());
         }
-        let total = t.carts.remove(user).unwrap_or_default().total;
+        let total = t.carts.get(user).map_or(0, |c| c.total);
+        if total == 0 {
+            return None;
+        }
+        t.carts.remove(user);
         charge(total);
         let order = Order { order: key.to_string(), total };
         t.orders.insert(key.to_string(), order.clone());
-        (order, true)
+        Some(order)
     }
 }
 
@@ -288,14 +293,22 @@ async fn checkout<S: CartStore>(
             return Ok(Json(order));
         }
         let total = app.store.cart(&user).await.total;
+        if total == 0 {
+            return Err(StatusCode::CONFLICT);
+        }
         sim::check::effect(ctx, "charge", &key, total.to_string());
         let order = Order { order: key.clone(), total };
         app.store.insert_order(&key, &user, order.clone()).await;
         return Ok(Json(order));
     }
-    let (order, _made) =
-        app.store.checkout_once(&key, &user, &|total| sim::check::effect(ctx, "charge", &key, total.to_string())).await;
-    Ok(Json(order))
+    match app
+        .store
+        .checkout_once(&key, &user, &|total| sim::check::effect(ctx, "charge", &key, total.to_string()))
+        .await
+    {
+        Some(order) => Ok(Json(order)),
+        None => Err(StatusCode::CONFLICT),
+    }
 }
 
 /// The cart service's entry point.

@@ -21,6 +21,7 @@ pub mod catalog;
 pub mod identity;
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -73,6 +74,40 @@ impl Variant {
             Variant::NoDrain => "shoppingcart_no_drain",
         }
     }
+}
+
+/// What crashes did across the runs of this process: for the main job's measurement that a crashed
+/// node leaves no task running.
+#[derive(Debug, Default)]
+pub struct CrashStats {
+    /// Incarnations crashed (or killed after their grace).
+    pub crashes: AtomicU64,
+    /// Their tasks aborted at the crash.
+    pub aborted_tasks: AtomicU64,
+    /// Polls of tasks of an ended incarnation after it ended (must stay 0).
+    pub zombie_polls: AtomicU64,
+    /// Network operations refused because they came from an ended incarnation.
+    pub stale_operations: AtomicU64,
+}
+
+/// This process's [`CrashStats`].
+pub static CRASH_STATS: CrashStats = CrashStats {
+    crashes: AtomicU64::new(0),
+    aborted_tasks: AtomicU64::new(0),
+    zombie_polls: AtomicU64::new(0),
+    stale_operations: AtomicU64::new(0),
+};
+
+fn count_crashes(ctx: &Ctx, system: &System) {
+    let exits = system.exits();
+    let crashed: Vec<_> = exits
+        .iter()
+        .filter(|e| matches!(e.cause, sim::node::ExitCause::Crash(_) | sim::node::ExitCause::Killed))
+        .collect();
+    CRASH_STATS.crashes.fetch_add(crashed.len() as u64, Ordering::Relaxed);
+    CRASH_STATS.aborted_tasks.fetch_add(crashed.iter().map(|e| e.aborted_tasks as u64).sum(), Ordering::Relaxed);
+    CRASH_STATS.zombie_polls.fetch_add(system.zombie_polls().values().sum(), Ordering::Relaxed);
+    CRASH_STATS.stale_operations.fetch_add(ctx.net().stale_operations(), Ordering::Relaxed);
 }
 
 /// The client's timeout per request.
@@ -343,7 +378,9 @@ pub async fn run(ctx: Ctx, variant: Variant) -> Result<(), Failure> {
     })
     .await?;
 
-    system.stop().await?;
+    let stopped = system.stop().await;
+    count_crashes(&ctx, &system);
+    stopped?;
     check::idempotency(&ctx, &records, "charge")?;
     charges_match(&ctx, &shoppers.model())?;
     Ok(())

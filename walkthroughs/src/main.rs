@@ -1,0 +1,182 @@
+//! The main job: sweeps every walkthrough, correct and planted variants, and prints what it found.
+//!
+//! ```text
+//! cargo run --release -p walkthroughs -- --seeds 300
+//! cargo run --release -p walkthroughs -- --seeds 2000 --measure 20   # seeds needed to find each planted bug
+//! ```
+//!
+//! Exits non-zero if a correct variant fails any seed or a planted bug is not found by its oracle.
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use sim::{Report, Simulation};
+use walkthroughs::shoppingcart::{self, Variant};
+
+/// Sweeps every walkthrough's correct and planted variants over seeds and prints a table of what
+/// it found, with the command that replays each finding.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Args {
+    /// Seeds per variant.
+    #[arg(long, default_value_t = 300)]
+    seeds: u64,
+    /// The first seed (seeds are base..base+seeds).
+    #[arg(long, default_value_t = 0)]
+    base_seed: u64,
+    /// Seeds run in parallel (default: available cores).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Also measure how many seeds it takes to find each planted bug: this many sweeps from
+    /// different base seeds, each stopping at its first finding (at most --seeds seeds).
+    #[arg(long)]
+    measure: Option<u64>,
+}
+
+/// One row of the table.
+struct Row {
+    walkthrough: &'static str,
+    variant: Variant,
+    report: Report,
+}
+
+impl Row {
+    fn ok(&self) -> bool {
+        match self.variant.oracle() {
+            None => self.report.passed(),
+            Some(oracle) => self.finding(oracle).is_some(),
+        }
+    }
+
+    fn finding(&self, oracle: &str) -> Option<&sim::Outcome> {
+        self.report.failures().find(|o| o.failure.as_ref().is_some_and(|f| f.oracle.as_deref() == Some(oracle)))
+    }
+}
+
+fn sweep(args: &Args, variant: Variant, seeds: std::ops::Range<u64>, stop_early: bool) -> Report {
+    let mut sim =
+        Simulation::new(variant.simulation()).seeds(seeds).seed_lines(false).progress(!stop_early).trace_tail(0);
+    if let Some(jobs) = args.jobs {
+        sim = sim.jobs(jobs);
+    }
+    if stop_early {
+        sim = sim.stop_after_failures(1).jobs(1).confirm(0);
+    }
+    sim.run(move |ctx| shoppingcart::run(ctx, variant))
+}
+
+fn median(mut values: Vec<u64>) -> u64 {
+    values.sort_unstable();
+    values.get(values.len() / 2).copied().unwrap_or(0)
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let seeds = args.base_seed..args.base_seed.saturating_add(args.seeds);
+    let started = Instant::now();
+    let mut rows = Vec::new();
+    for variant in Variant::ALL {
+        let report = sweep(&args, variant, seeds.clone(), false);
+        rows.push(Row { walkthrough: "shoppingcart", variant, report });
+    }
+
+    println!();
+    println!(
+        "{:<14} {:<34} {:>6} {:>9} {:>6} {:<46} {:>8} {:>10}  verdict",
+        "walkthrough", "variant", "seeds", "failures", "first", "class [oracle]", "seconds", "ms/seed"
+    );
+    for row in &rows {
+        let first = row.report.first_failure();
+        let class = first.and_then(|o| o.failure.as_ref()).map_or("-".to_string(), |f| {
+            format!("{}{}", f.class, f.oracle.as_ref().map(|o| format!(" [{o}]")).unwrap_or_default())
+        });
+        let ran = row.report.outcomes.len().max(1);
+        let per_seed = row.report.outcomes.iter().map(|o| o.wall()).sum::<Duration>() / ran as u32;
+        let verdict = match (row.variant.oracle(), row.ok()) {
+            (None, true) => "passed",
+            (None, false) => "FAILED",
+            (Some(_), true) => "found",
+            (Some(_), false) => "NOT FOUND",
+        };
+        println!(
+            "{:<14} {:<34} {:>6} {:>9} {:>6} {:<46} {:>8.1} {:>10.2}  {verdict}",
+            row.walkthrough,
+            row.variant.name(),
+            row.report.outcomes.len(),
+            row.report.failures().count(),
+            first.map_or("-".to_string(), |o| o.seed.to_string()),
+            class,
+            row.report.wall.as_secs_f64(),
+            per_seed.as_secs_f64() * 1000.0,
+        );
+    }
+    println!();
+    for row in &rows {
+        let shown = match row.variant.oracle() {
+            Some(oracle) => row.finding(oracle).into_iter().collect::<Vec<_>>(),
+            None => row.report.failures().take(5).collect(),
+        };
+        for outcome in shown {
+            let failure = outcome.failure.as_ref().map_or(String::new(), |f| f.to_string());
+            println!("{} / {} — seed {}: {failure}", row.walkthrough, row.variant.name(), outcome.seed);
+            if let Some(replays) = &outcome.replays {
+                println!("    {replays}");
+            }
+            println!("    replay: {}", outcome.replay);
+            if let Some(trace) = &outcome.trace {
+                println!("    trace:  {}", trace.display());
+            }
+        }
+    }
+
+    if let Some(sweeps) = args.measure {
+        println!();
+        println!(
+            "seeds needed to find each planted bug ({sweeps} sweeps from different base seeds, at most {} seeds each):",
+            args.seeds
+        );
+        for variant in Variant::ALL.into_iter().filter(|v| v.oracle().is_some()) {
+            let mut needed = Vec::new();
+            let mut missed = 0;
+            let mut walls = Vec::new();
+            for k in 0..sweeps {
+                let base = 1_000_000 * (k + 1);
+                let report = sweep(&args, variant, base..base + args.seeds, true);
+                walls.extend(report.outcomes.iter().map(|o| o.wall()));
+                match report
+                    .failures()
+                    .find(|o| o.failure.as_ref().is_some_and(|f| f.oracle.as_deref() == variant.oracle()))
+                {
+                    Some(found) => needed.push(found.seed.0 - base + 1),
+                    None => missed += 1,
+                }
+            }
+            let per_seed = walls.iter().sum::<Duration>() / walls.len().max(1) as u32;
+            let (lo, hi) = (needed.iter().min().copied().unwrap_or(0), needed.iter().max().copied().unwrap_or(0));
+            println!(
+                "  {:<34} median {:>5} seeds (min {lo}, max {hi}; not found in {missed} of {sweeps}); {:.2} ms per seed",
+                variant.name(),
+                median(needed),
+                per_seed.as_secs_f64() * 1000.0
+            );
+        }
+    }
+    let stats = &shoppingcart::CRASH_STATS;
+    let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+    println!();
+    println!(
+        "crashed nodes: {} incarnations crashed or killed, {} of their tasks aborted at the crash; tasks of ended incarnations polled afterwards: {}; network operations refused from ended incarnations: {}",
+        load(&stats.crashes),
+        load(&stats.aborted_tasks),
+        load(&stats.zombie_polls),
+        load(&stats.stale_operations)
+    );
+    println!("total {:.1}s", started.elapsed().as_secs_f64());
+    if rows.iter().all(Row::ok) {
+        ExitCode::SUCCESS
+    } else {
+        eprintln!("walkthroughs: a correct variant failed or a planted bug was not found");
+        ExitCode::FAILURE
+    }
+}
