@@ -1,0 +1,1 @@
+//! Real tonic over the simulated network.

@@ -1,0 +1,1 @@
+//! A fake Kafka cluster on the real wire protocol (being built; see docs/src/kafkasim.md).
