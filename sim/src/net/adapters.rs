@@ -34,10 +34,44 @@ impl Connector {
     }
 }
 
+/// A connector's error, worded as hyper-util's `HttpConnector` words its own: `dns error` when the
+/// name does not resolve, `tcp connect error` when the dial fails, the `io::Error` as its source —
+/// so that the status a tonic client shows for a refused dial reads the same as over real TCP.
+#[derive(Debug)]
+pub struct ConnectError {
+    msg: &'static str,
+    cause: io::Error,
+}
+
+impl ConnectError {
+    /// The dial's error.
+    pub fn io(&self) -> &io::Error {
+        &self.cause
+    }
+}
+
+impl std::fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.msg)
+    }
+}
+
+impl std::error::Error for ConnectError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.cause)
+    }
+}
+
+impl From<ConnectError> for io::Error {
+    fn from(e: ConnectError) -> io::Error {
+        e.cause
+    }
+}
+
 impl tower_service::Service<http::Uri> for Connector {
     type Response = TokioIo<TcpStream>;
-    type Error = io::Error;
-    type Future = Pin<Box<dyn Future<Output = io::Result<TokioIo<TcpStream>>> + Send>>;
+    type Error = ConnectError;
+    type Future = Pin<Box<dyn Future<Output = Result<TokioIo<TcpStream>, ConnectError>> + Send>>;
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         Poll::Ready(Ok(()))
@@ -48,12 +82,18 @@ impl tower_service::Service<http::Uri> for Connector {
         Box::pin(async move {
             let name = uri
                 .host()
-                .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("URI without a host: {uri}")))?
+                .ok_or_else(|| ConnectError {
+                    msg: "invalid URL, missing host",
+                    cause: io::Error::new(io::ErrorKind::InvalidInput, format!("URI without a host: {uri}")),
+                })?
                 .trim_start_matches('[')
                 .trim_end_matches(']')
                 .to_string();
             let port = uri.port_u16().unwrap_or(if uri.scheme_str() == Some("https") { 443 } else { 80 });
-            let stream = host.dial(&format!("{name}:{port}")).await?;
+            let stream = host.dial(&format!("{name}:{port}")).await.map_err(|cause| {
+                let msg = if cause.to_string() == super::LOOKUP_FAILED { "dns error" } else { "tcp connect error" };
+                ConnectError { msg, cause }
+            })?;
             Ok(TokioIo::new(stream))
         })
     }
@@ -100,27 +140,13 @@ impl axum::serve::Listener for ServeListener {
     }
 }
 
-/// What tonic's `Connected` gives a service about a simulated connection.
-#[cfg(feature = "tonic")]
-#[derive(Clone, Debug)]
-pub struct SimConnectInfo {
-    /// The server's address.
-    pub local: SocketAddr,
-    /// The client's address.
-    pub remote: Option<SocketAddr>,
-    /// The connection's id.
-    pub conn: u64,
-}
-
+/// tonic's own connection info, so that `Request::remote_addr` and `local_addr` work in handlers
+/// as they do over real TCP.
 #[cfg(feature = "tonic")]
 impl tonic::transport::server::Connected for TcpStream {
-    type ConnectInfo = SimConnectInfo;
-    fn connect_info(&self) -> SimConnectInfo {
-        SimConnectInfo {
-            local: self.local_addr().unwrap_or_else(|_| ([0, 0, 0, 0], 0).into()),
-            remote: self.peer_addr().ok(),
-            conn: self.id(),
-        }
+    type ConnectInfo = tonic::transport::server::TcpConnectInfo;
+    fn connect_info(&self) -> Self::ConnectInfo {
+        tonic::transport::server::TcpConnectInfo { local_addr: self.local_addr().ok(), remote_addr: self.peer_addr().ok() }
     }
 }
 

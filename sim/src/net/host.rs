@@ -211,7 +211,7 @@ impl Host {
             },
             Err(_) => st.names.get(name).cloned().map(|k| (name.to_string(), k)),
         };
-        let not_found = || io::Error::other("failed to lookup address information: Name or service not known");
+        let not_found = || io::Error::other(super::LOOKUP_FAILED);
         match kind {
             Some((_, NameKind::Host(ip))) => {
                 let host = st.by_addr.get(&ip).cloned();

@@ -64,6 +64,10 @@ pub use tcp::{OwnedReadHalf, OwnedWriteHalf, ReadHalf, ReuniteError, TcpListener
 
 use state::{Core, NameKind, State};
 
+/// The message of a failed name lookup: what `getaddrinfo` reports for an unknown name
+/// (`EAI_NONAME`), as std's resolver words it.
+pub(crate) const LOOKUP_FAILED: &str = "failed to lookup address information: Name or service not known";
+
 /// The parameters links are drawn from.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NetConfig {
@@ -202,6 +206,7 @@ impl Network {
             stale_ops: 0,
             ended: Default::default(),
             ports: BTreeMap::new(),
+            endpoint_watches: BTreeMap::new(),
         };
         Network {
             core: Arc::new(Core {
@@ -318,6 +323,7 @@ impl Network {
                 name.to_string(),
                 NameKind::ClusterIp { vip, backends: backends.iter().map(|s| s.to_string()).collect() },
             );
+            Self::publish_endpoints(&mut st, name);
             return vip;
         }
         let vip = st.new_vip();
@@ -355,9 +361,32 @@ impl Network {
             }
             _ => return false,
         }
+        Self::publish_endpoints(&mut st, name);
         drop(st);
         self.core.record("net.endpoints", name, list.join(","));
         true
+    }
+
+    /// Follows the backends of a service name: the receiver sees every change (rollouts, routes).
+    /// `None` when `name` is not a service.
+    pub fn watch_endpoints(&self, name: &str) -> Option<tokio::sync::watch::Receiver<Vec<String>>> {
+        let mut st = self.core.lock();
+        let current = match st.names.get(name) {
+            Some(NameKind::ClusterIp { backends, .. }) | Some(NameKind::Headless { backends }) => backends.clone(),
+            _ => return None,
+        };
+        let sender = st.endpoint_watches.entry(name.to_string()).or_insert_with(|| tokio::sync::watch::channel(current).0);
+        Some(sender.subscribe())
+    }
+
+    fn publish_endpoints(st: &mut State, name: &str) {
+        let current = match st.names.get(name) {
+            Some(NameKind::ClusterIp { backends, .. }) | Some(NameKind::Headless { backends }) => backends.clone(),
+            _ => return,
+        };
+        if let Some(sender) = st.endpoint_watches.get(name) {
+            sender.send_replace(current);
+        }
     }
 
     /// The backends of a service name, if it is one.
@@ -387,7 +416,7 @@ impl Network {
             Some(NameKind::Headless { backends }) => {
                 Ok(backends.iter().filter_map(|b| st.hosts.get(b).map(|h| h.addr)).collect())
             }
-            None => Err(io::Error::other("failed to lookup address information: Name or service not known")),
+            None => Err(io::Error::other(LOOKUP_FAILED)),
         }
     }
 

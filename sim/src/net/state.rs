@@ -231,6 +231,8 @@ pub(crate) struct State {
     pub ended: BTreeSet<(String, u64)>,
     /// Ephemeral ports in use per host: (destination, port).
     pub ports: BTreeMap<String, BTreeSet<(SocketAddr, u16)>>,
+    /// Watchers of service endpoints.
+    pub endpoint_watches: BTreeMap<String, tokio::sync::watch::Sender<Vec<String>>>,
 }
 
 /// The shared core of a [`super::Network`].

@@ -1,0 +1,274 @@
+//! The client's call log: every gRPC call or stream a client makes, and the one status it ended
+//! with, as the application sees it.
+//!
+//! Wrap a channel (or a [`crate::client::balanced`] transport) in [`CallLog::layer`]; each call
+//! records `grpc.call.start` (identity `call#N`, detail: the method path) and, once,
+//! `grpc.call.end` with its status: from trailers-only headers, from the trailers after the
+//! messages, from tonic's mapping of a transport error (`Status::from_error`), or `dropped by the
+//! caller` when the application dropped the call before its end (a client cancel). A response body
+//! that ends with neither trailers nor an error ends without a status: gRPC over HTTP/2 requires
+//! one ([gRPC over HTTP2](https://github.com/grpc/grpc/blob/master/doc/PROTOCOL-HTTP2.md),
+//! "Trailers"), so [`OneStatus`] reports it, as it reports a call that ends twice (a frame or an
+//! error after its status).
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use sim::check::{Check, Verdict};
+use sim::history::Entry;
+use sim::run::Ctx;
+
+/// The status a call ended with, as recorded in the history (`grpc.call.end`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CallEnd {
+    /// A gRPC status: its code and message.
+    Status(tonic::Code, String),
+    /// The caller dropped the call before it ended.
+    Dropped,
+    /// The body ended with neither trailers nor an error (a protocol violation).
+    NoStatus,
+}
+
+impl std::fmt::Display for CallEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallEnd::Status(code, message) => write!(f, "status {} ({code:?}): {message}", *code as i32),
+            CallEnd::Dropped => f.write_str("dropped by the caller"),
+            CallEnd::NoStatus => f.write_str("ended without a status"),
+        }
+    }
+}
+
+#[derive(Default, Debug)]
+struct LogState {
+    next: u64,
+    ends: BTreeMap<u64, (String, CallEnd)>,
+}
+
+/// The run's call log (a [`Ctx::extension`]).
+#[derive(Clone, Default, Debug)]
+pub struct CallLog {
+    state: Arc<Mutex<LogState>>,
+}
+
+impl CallLog {
+    /// The run's call log.
+    pub fn of(ctx: &Ctx) -> CallLog {
+        (*ctx.extension::<CallLog>()).clone()
+    }
+
+    /// A tower layer logging every call through the wrapped gRPC transport.
+    pub fn layer(ctx: &Ctx) -> CallLogLayer {
+        CallLogLayer { ctx: ctx.clone(), log: CallLog::of(ctx) }
+    }
+
+    /// The calls that ended, with how: (call id, method path, end).
+    pub fn ended(&self) -> Vec<(u64, String, CallEnd)> {
+        let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.ends.iter().map(|(id, (path, end))| (*id, path.clone(), end.clone())).collect()
+    }
+
+    fn start(&self, ctx: &Ctx, path: &str) -> u64 {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.next += 1;
+        let id = st.next;
+        drop(st);
+        ctx.record("grpc.call.start", &format!("call#{id}"), path);
+        id
+    }
+
+    fn end(&self, ctx: &Ctx, id: u64, path: &str, end: CallEnd) {
+        let text = end.to_string();
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).ends.insert(id, (path.to_string(), end));
+        ctx.record("grpc.call.end", &format!("call#{id}"), format!("{path} {text}"));
+    }
+}
+
+/// The layer of [`CallLog::layer`].
+#[derive(Clone, Debug)]
+pub struct CallLogLayer {
+    ctx: Ctx,
+    log: CallLog,
+}
+
+impl<S> tower::Layer<S> for CallLogLayer {
+    type Service = Logged<S>;
+
+    fn layer(&self, inner: S) -> Logged<S> {
+        Logged { inner, ctx: self.ctx.clone(), log: self.log.clone() }
+    }
+}
+
+/// A gRPC transport whose calls are logged (see the module docs).
+#[derive(Clone, Debug)]
+pub struct Logged<S> {
+    inner: S,
+    ctx: Ctx,
+    log: CallLog,
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl<S, B> tower_service::Service<http::Request<tonic::body::Body>> for Logged<S>
+where
+    S: tower_service::Service<http::Request<tonic::body::Body>, Response = http::Response<B>>,
+    S::Error: Into<BoxError>,
+    S::Future: Send + 'static,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    type Response = http::Response<LoggedBody>;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
+        let path = request.uri().path().to_string();
+        let id = self.log.start(&self.ctx, &path);
+        let mut guard = EndGuard { ctx: self.ctx.clone(), log: self.log.clone(), id, path, ended: false };
+        let future = self.inner.call(request);
+        Box::pin(async move {
+            match future.await {
+                Err(e) => {
+                    let e: BoxError = e.into();
+                    let status = tonic::Status::from_error(e);
+                    guard.end(CallEnd::Status(status.code(), status.message().to_string()));
+                    Err(Box::new(status) as BoxError)
+                }
+                Ok(response) => {
+                    let (parts, body) = response.into_parts();
+                    if let Some(status) = tonic::Status::from_header_map(&parts.headers) {
+                        guard.end(CallEnd::Status(status.code(), status.message().to_string()));
+                    }
+                    let body = LoggedBody { inner: Box::pin(body.map_err(Into::into)), guard };
+                    Ok(http::Response::from_parts(parts, body))
+                }
+            }
+        })
+    }
+}
+
+use http_body_util::BodyExt as _;
+
+/// Records the end of one call exactly when it happens (or its drop).
+struct EndGuard {
+    ctx: Ctx,
+    log: CallLog,
+    id: u64,
+    path: String,
+    ended: bool,
+}
+
+impl EndGuard {
+    /// Records an end; a second end is recorded too, for [`OneStatus`] to report.
+    fn end(&mut self, end: CallEnd) {
+        self.ended = true;
+        self.log.end(&self.ctx, self.id, &self.path, end);
+    }
+}
+
+impl Drop for EndGuard {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.log.end(&self.ctx, self.id, &self.path, CallEnd::Dropped);
+        }
+    }
+}
+
+/// A logged response body.
+pub struct LoggedBody {
+    inner: Pin<Box<dyn http_body::Body<Data = Bytes, Error = BoxError> + Send>>,
+    guard: EndGuard,
+}
+
+impl std::fmt::Debug for LoggedBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoggedBody").field("call", &self.guard.id).finish_non_exhaustive()
+    }
+}
+
+impl http_body::Body for LoggedBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<http_body::Frame<Bytes>, BoxError>>> {
+        let polled = self.inner.as_mut().poll_frame(cx);
+        match &polled {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(trailers) = frame.trailers_ref() {
+                    let end = match tonic::Status::from_header_map(trailers) {
+                        Some(s) => CallEnd::Status(s.code(), s.message().to_string()),
+                        None => CallEnd::NoStatus,
+                    };
+                    self.guard.end(end);
+                } else if self.guard.ended {
+                    let path = self.guard.path.clone();
+                    self.guard.log.end(&self.guard.ctx, self.guard.id, &path, CallEnd::NoStatus);
+                }
+            }
+            Poll::Ready(Some(Err(e))) => {
+                let status = transport_status(e.as_ref());
+                self.guard.end(CallEnd::Status(status.code(), status.message().to_string()));
+            }
+            Poll::Ready(None) if !self.guard.ended => self.guard.end(CallEnd::NoStatus),
+            _ => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// The status tonic gives a body error: a `Status` carried as is, an h2 error mapped by its
+/// reason (tonic's `Status::from_h2_error`), anything else UNKNOWN.
+fn transport_status(e: &(dyn std::error::Error + 'static)) -> tonic::Status {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = source {
+        if let Some(status) = err.downcast_ref::<tonic::Status>() {
+            return status.clone();
+        }
+        source = err.source();
+    }
+    tonic::Status::unknown(e.to_string())
+}
+
+/// The oracle "every call ends with exactly one status" over the [`CallLog`]: a call ending
+/// twice, or ending without a status, fails at once.
+#[derive(Debug, Default)]
+pub struct OneStatus {
+    ends: BTreeMap<String, u32>,
+}
+
+impl Check for OneStatus {
+    fn name(&self) -> &str {
+        "one-status"
+    }
+
+    fn on_event(&mut self, event: &Entry) -> Verdict {
+        if event.kind != "grpc.call.end" {
+            return Verdict::Pass;
+        }
+        if event.detail.ends_with(&CallEnd::NoStatus.to_string()) {
+            return Verdict::Violation(format!("{} {}", event.identity, event.detail));
+        }
+        let n = self.ends.entry(event.identity.clone()).or_default();
+        *n += 1;
+        if *n > 1 {
+            return Verdict::Violation(format!("{} ended {n} times (last: {})", event.identity, event.detail));
+        }
+        Verdict::Pass
+    }
+}
