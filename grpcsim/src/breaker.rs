@@ -59,7 +59,10 @@ impl Outcome {
     /// The model's classification (see the module docs).
     pub fn is_failure(&self) -> bool {
         use tonic::Code;
-        matches!(self.code, Code::Unavailable | Code::DeadlineExceeded | Code::Internal | Code::Unknown | Code::ResourceExhausted)
+        matches!(
+            self.code,
+            Code::Unavailable | Code::DeadlineExceeded | Code::Internal | Code::Unknown | Code::ResourceExhausted
+        )
     }
 }
 

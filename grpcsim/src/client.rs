@@ -119,7 +119,8 @@ impl futures_core::Stream for Replicas {
 
 /// The balanced client transport: clone it into tonic generated clients
 /// (`ProbeClient::new(transport)`).
-pub type Balanced = tower::util::BoxCloneSyncService<http::Request<tonic::body::Body>, http::Response<tonic::body::Body>, BoxError>;
+pub type Balanced =
+    tower::util::BoxCloneSyncService<http::Request<tonic::body::Body>, http::Response<tonic::body::Body>, BoxError>;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -130,8 +131,16 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// # Errors
 /// When `service` is not a service name of the network.
 pub fn balanced(node: &NodeCtx, service: &str, port: u16) -> Result<Balanced, String> {
-    let endpoints = node.sim().net().watch_endpoints(service).ok_or_else(|| format!("{service} is not a service name"))?;
-    let replicas = Replicas { node: node.clone(), port, endpoints, current: BTreeMap::new(), pending: VecDeque::new(), first: true };
+    let endpoints =
+        node.sim().net().watch_endpoints(service).ok_or_else(|| format!("{service} is not a service name"))?;
+    let replicas = Replicas {
+        node: node.clone(),
+        port,
+        endpoints,
+        current: BTreeMap::new(),
+        pending: VecDeque::new(),
+        first: true,
+    };
     let rng = SeededRng(node.sim().source(&format!("grpc/balance/{service}")));
     let loaded = tower::load::PendingRequestsDiscover::new(replicas, tower::load::CompleteOnResponse::default());
     let balance = tower::balance::p2c::Balance::from_rng(loaded, rng);

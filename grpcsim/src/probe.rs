@@ -4,7 +4,9 @@
 //! Generated at build time by protox (a pure-Rust .proto compiler) and tonic-prost-build: no
 //! system `protoc` is needed.
 
+use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tonic::{Request, Response, Status};
@@ -22,21 +24,37 @@ pub use generated::{CallReply, CallRequest, Item, StreamRequest};
 
 /// The probe service: answers with its `served_by` name; streams end when their count is reached
 /// or, once the server drains, with status OK (after the GOAWAY, see [`crate::server`]).
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct ProbeService {
     served_by: String,
-    draining: Option<Draining>,
+    end: Option<EndSignal>,
+}
+
+type EndSignal = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
+
+impl std::fmt::Debug for ProbeService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProbeService").field("served_by", &self.served_by).finish_non_exhaustive()
+    }
 }
 
 impl ProbeService {
     /// A probe answering as `served_by`, with streams that never end on shutdown.
     pub fn new(served_by: &str) -> ProbeService {
-        ProbeService { served_by: served_by.to_string(), draining: None }
+        ProbeService { served_by: served_by.to_string(), end: None }
     }
 
-    /// Ends open streams (status OK) once `draining` resolves.
+    /// Ends open streams (status OK) once `draining` resolves: after the GOAWAY.
     pub fn ending_on(mut self, draining: Draining) -> ProbeService {
-        self.draining = Some(draining);
+        self.end = Some(Arc::new(move || Box::pin(draining.clone().wait())));
+        self
+    }
+
+    /// Ends open streams (status OK) as soon as the node gets SIGTERM, racing the server's
+    /// GOAWAY: the bug class [`crate::checks::GoawayFirst`] reports (for demonstrations).
+    pub fn ending_at_sigterm(mut self, node: &sim::node::NodeCtx) -> ProbeService {
+        let node = node.clone();
+        self.end = Some(Arc::new(move || Box::pin(node.shutdown_signal())));
         self
     }
 
@@ -62,13 +80,13 @@ impl Probe for ProbeService {
     async fn stream(&self, request: Request<StreamRequest>) -> Result<Response<ItemStream>, Status> {
         let StreamRequest { count, interval_ms } = request.into_inner();
         let served_by = self.served_by.clone();
-        let draining = self.draining.clone();
+        let end = self.end.clone();
         let (tx, rx) = tokio::sync::mpsc::channel(4);
         tokio::spawn(async move {
             let mut seq = 0u64;
             let drained = async {
-                match draining {
-                    Some(d) => d.wait().await,
+                match end {
+                    Some(end) => end().await,
                     None => std::future::pending().await,
                 }
             };
@@ -77,6 +95,7 @@ impl Probe for ProbeService {
                 tokio::select! {
                     biased;
                     () = &mut drained => return,
+                    () = tx.closed() => return,
                     () = tokio::time::sleep(Duration::from_millis(interval_ms)) => {}
                 }
                 seq += 1;

@@ -13,12 +13,14 @@
 //!   and [`Server::draining`] resolves: end long-lived streams then, not before (see
 //!   [`crate::checks::GoawayFirst`]).
 //! - **Draining** waits, as tonic does, for every connection to close — and tonic waits forever
-//!   while a stream stays open: its only bound is `max_connection_age` + `max_connection_age_grace`
-//!   (set them on [`Server::builder`]; a connection older than the age gets GOAWAY, and is closed
-//!   when the grace runs out). [`Server::drain_bound`] adds the bound tonic lacks: connections still
-//!   open that long after SIGTERM are closed (their streams fail on the client), and
-//!   [`Server::serve`] returns. Without either, the node's grace (its `terminationGracePeriod`)
-//!   decides, and the node is killed when it runs out.
+//!   while a stream stays open. tonic's only bound is per connection, set on [`Server::builder`]:
+//!   `max_connection_age` alone sends GOAWAY when a connection reaches the age (and still waits
+//!   for its streams); with `max_connection_age_grace` as well, tonic 0.14 sends *no* GOAWAY and
+//!   closes the connection at age + grace (read from tonic's `serve_connection`, checked by the
+//!   test `max_connection_age_goaway_or_close_as_tonic_does`). [`Server::drain_bound`] adds the
+//!   bound tonic lacks: connections still open that long after SIGTERM are closed (their streams
+//!   fail on the client), and [`Server::serve`] returns. Without a bound, the node's grace (its
+//!   `terminationGracePeriod`) decides, and the node is killed when it runs out.
 //! - **Streams** are recorded on the server by a layer [`Server::builder`] installs:
 //!   `grpc.stream.open` (the method path) and `grpc.stream.end` (the path, then `status N by the
 //!   server`, `ended without trailers`, or `cancelled (dropped unfinished)`).
@@ -376,7 +378,9 @@ impl FrameReader {
             self.header.extend_from_slice(&bytes[..n]);
             bytes = &bytes[n..];
             if self.header.len() == 9 {
-                let len = (usize::from(self.header[0]) << 16) | (usize::from(self.header[1]) << 8) | usize::from(self.header[2]);
+                let len = (usize::from(self.header[0]) << 16)
+                    | (usize::from(self.header[1]) << 8)
+                    | usize::from(self.header[2]);
                 types.push(self.header[3]);
                 self.skip = len;
                 self.header.clear();
@@ -470,7 +474,10 @@ impl<B: http_body::Body<Data = Bytes> + Unpin> http_body::Body for EndWatch<B> {
     type Data = Bytes;
     type Error = B::Error;
 
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
         let polled = Pin::new(&mut self.inner).poll_frame(cx);
         let end = match &polled {
             Poll::Ready(Some(Ok(frame))) => frame.trailers_ref().map(|trailers| {
@@ -502,7 +509,11 @@ impl<B: http_body::Body<Data = Bytes> + Unpin> http_body::Body for EndWatch<B> {
 impl<B> Drop for EndWatch<B> {
     fn drop(&mut self) {
         if !self.ended {
-            self.node.sim().record("grpc.stream.end", self.node.name(), format!("{} cancelled (dropped unfinished)", self.path));
+            self.node.sim().record(
+                "grpc.stream.end",
+                self.node.name(),
+                format!("{} cancelled (dropped unfinished)", self.path),
+            );
         }
     }
 }

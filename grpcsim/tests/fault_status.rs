@@ -28,7 +28,12 @@ fn log(log: &Log, line: impl Into<String>) {
 
 /// What a scenario needs from a network: the real one or the simulated one.
 trait Net: Clone + Send + Sync + 'static {
-    type Io: AsyncRead + AsyncWrite + Unpin + Send + 'static + tonic::transport::server::Connected<ConnectInfo: Clone + Send + Sync + 'static>;
+    type Io: AsyncRead
+        + AsyncWrite
+        + Unpin
+        + Send
+        + 'static
+        + tonic::transport::server::Connected<ConnectInfo: Clone + Send + Sync + 'static>;
     type Listener: Send + Sync + 'static;
 
     /// Listens on `host`; returns the listener and the address to dial.
@@ -337,11 +342,7 @@ async fn call(client: &mut ProbeClient<Channel>, delay_ms: u64, timeout: Option<
 }
 
 /// Reads a stream until it ends; triggers `on_item(n)` after the nth item.
-async fn read_stream(
-    client: &mut ProbeClient<Channel>,
-    mut on_item: impl FnMut(u64),
-    limit: Duration,
-) -> String {
+async fn read_stream(client: &mut ProbeClient<Channel>, mut on_item: impl FnMut(u64), limit: Duration) -> String {
     let opened = match client.stream(StreamRequest { count: 0, interval_ms: 20 }).await {
         Ok(r) => r.into_inner(),
         Err(s) => return format!("open failed: {}", status(&s)),
@@ -485,7 +486,8 @@ async fn scenario<N: Net>(net: N, name: &str) -> String {
         "cancel-stream" => {
             let s = setup(&net, false).await;
             let mut client = ProbeClient::new(net.channel(endpoint(&s.addr)));
-            let mut stream = client.stream(StreamRequest { count: 0, interval_ms: 20 }).await.expect("open").into_inner();
+            let mut stream =
+                client.stream(StreamRequest { count: 0, interval_ms: 20 }).await.expect("open").into_inner();
             for _ in 0..2 {
                 let _ = stream.message().await;
             }
@@ -497,7 +499,11 @@ async fn scenario<N: Net>(net: N, name: &str) -> String {
         "cancel-call" => {
             let s = setup(&net, false).await;
             let mut client = ProbeClient::new(net.channel(endpoint(&s.addr)));
-            let _ = tokio::time::timeout(Duration::from_millis(100), client.call(CallRequest { delay_ms: 1000, tag: "t".into() })).await;
+            let _ = tokio::time::timeout(
+                Duration::from_millis(100),
+                client.call(CallRequest { delay_ms: 1000, tag: "t".into() }),
+            )
+            .await;
             settle().await;
             let after = call(&mut client, 0, None, limit).await;
             with_server(format!("client: dropped; the next call: {after}"), &s.log)
@@ -563,7 +569,8 @@ fn render(real: &[String], sim: &[String]) -> String {
     let mut out = String::from("| fault | real loopback | simulated network |\n|---|---|---|\n");
     for (((name, what), r), s) in SCENARIOS.iter().zip(real).zip(sim) {
         let sim_cell = if r == s { "same".to_string() } else { format!("`{s}`") };
-        let note = KNOWN_DIFFERENCES.iter().find(|(n, _)| n == name).map(|(_, why)| format!(" ({why})")).unwrap_or_default();
+        let note =
+            KNOWN_DIFFERENCES.iter().find(|(n, _)| n == name).map(|(_, why)| format!(" ({why})")).unwrap_or_default();
         out.push_str(&format!("| {what} | `{r}` | {sim_cell}{note} |\n"));
     }
     out
