@@ -1,1 +1,46 @@
-//! A fake Kafka cluster on the real wire protocol (being built; see docs/src/kafkasim.md).
+//! A fake Kafka cluster on the real wire protocol, for deterministic simulation tests and for
+//! loopback tests with real clients.
+//!
+//! - **In a simulation** ([`Cluster::serve_sim`]): brokers listen on the run's simulated
+//!   network (`kafka-0:9092`, …); tokio clients on the same run replay exactly from the seed.
+//! - **On loopback** ([`Broker::start_local`], [`Cluster::start_local`]): brokers listen on
+//!   `127.0.0.1` on their own runtime thread, for clients with their own threads (rdkafka).
+//!
+//! Every request and response goes through the `kafka-protocol` crate ([`codec`]). The broker
+//! serves ApiVersions, Metadata (with auto-creation), CreateTopics, DeleteTopics, Produce
+//! (record batch v2, idempotent sequences), Fetch (long polls, whole batches), ListOffsets,
+//! InitProducerId, FindCoordinator, the classic consumer group protocol ([`groups`]),
+//! OffsetCommit/OffsetFetch, DescribeGroups and ListGroups.
+//!
+//! | module | holds |
+//! |---|---|
+//! | [`broker`] | [`Cluster`], its builder, controls, request handlers and the connection loop |
+//! | [`codec`] | frames, headers, versions served, decode/encode through `kafka-protocol` |
+//! | [`log`] | partitions: batches, offsets, high watermark, log start |
+//! | [`groups`] | the classic group coordinator and offset commits |
+//! | [`producer_ids`] | idempotent producer ids and sequences |
+//! | [`faults`] | faults keyed on identity |
+//! | [`introspect`] | group, commit and partition histories for oracles |
+//! | [`local`] | the loopback mode |
+//! | [`client`] | a protocol-level client for tests and simulations |
+//!
+//! The guide is `docs/src/kafkasim.md`, including what the fake does not do yet.
+
+pub mod broker;
+pub mod client;
+pub mod codec;
+mod error;
+pub mod faults;
+pub mod groups;
+pub mod introspect;
+pub mod local;
+pub mod log;
+pub mod producer_ids;
+
+pub use broker::{Cluster, ClusterBuilder, Control};
+pub use client::Client;
+pub use error::{Error, check_code};
+pub use faults::{Fault, FaultAction, FaultGuard};
+pub use introspect::{CommitRecord, Generation, GroupView, MemberView, PartitionView};
+pub use kafka_protocol;
+pub use local::{Broker, LocalBroker};

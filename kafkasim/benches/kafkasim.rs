@@ -1,0 +1,262 @@
+//! kafkasim's benchmarks (a bench binary: `cargo bench -p kafkasim --bench kafkasim`, add
+//! `-- --quick` for a short run):
+//!
+//! 1. broker start-to-ready: `Broker::start_local()` until an ApiVersions request over a fresh
+//!    loopback connection is answered (absolute; the comparison with a real Apache Kafka KRaft
+//!    broker needs that broker, which a later issue brings);
+//! 2. produce then fetch throughput over loopback with rdkafka (absolute): an idempotent
+//!    `BaseProducer` sending 100-byte records, then a `BaseConsumer` reading them all back;
+//! 3. simulated-time speed: a 3-member group through 100 rebalances inside a simulation, driven
+//!    by protocol-level clients over the simulated network.
+
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use kafkasim::kafka_protocol::ResponseError as E;
+use kafkasim::kafka_protocol::messages::*;
+use kafkasim::kafka_protocol::protocol::StrBytes;
+use kafkasim::{Broker, Client, Cluster};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{Offset, TopicPartitionList};
+use sim::net::{NetConfig, TcpStream};
+use sim::{Failure, Simulation};
+
+fn s(x: &str) -> StrBytes {
+    StrBytes::from_string(x.to_string())
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+/// Start-to-ready of one loopback broker, `n` times.
+fn start_to_ready(n: usize) {
+    let (request, _) =
+        Client::new(tokio::io::empty(), "bench").encode(&ApiVersionsRequest::default(), 3).expect("encodes");
+    let mut runs = Vec::new();
+    for _ in 0..n {
+        let t = Instant::now();
+        let broker = Broker::start_local().expect("broker");
+        let addr = broker.bootstrap_servers().to_string();
+        let mut conn = std::net::TcpStream::connect(&addr).expect("connect");
+        conn.write_all(&request).expect("write");
+        let mut size = [0u8; 4];
+        conn.read_exact(&mut size).expect("read");
+        let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+        conn.read_exact(&mut body).expect("read");
+        runs.push(t.elapsed());
+        drop(conn);
+        drop(broker);
+    }
+    runs.sort();
+    println!(
+        "start-to-ready (loopback, ApiVersions answered)  n={n:<4} median {:>9.1?}  p90 {:>9.1?}  min {:>9.1?}",
+        percentile(&runs, 0.5),
+        percentile(&runs, 0.9),
+        runs[0]
+    );
+}
+
+/// rdkafka produce, then fetch, of `count` 100-byte records over loopback.
+fn rdkafka_throughput(count: usize) {
+    let broker = Broker::start_local().expect("broker");
+    broker.cluster().create_topic("bench", 3).expect("topic");
+    let bootstrap = broker.bootstrap_servers().to_string();
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .set("enable.idempotence", "true")
+        .set("linger.ms", "5")
+        .set("queue.buffering.max.messages", "1000000")
+        .create()
+        .expect("producer");
+    let payload = [b'x'; 100];
+    let t = Instant::now();
+    for i in 0..count {
+        let key = (i as u32).to_be_bytes();
+        loop {
+            match producer.send(BaseRecord::to("bench").key(&key[..]).payload(&payload[..])) {
+                Ok(()) => break,
+                Err((_, _)) => {
+                    producer.poll(Duration::from_millis(1));
+                }
+            }
+        }
+        if i % 1000 == 0 {
+            producer.poll(Duration::ZERO);
+        }
+    }
+    producer.flush(Duration::from_secs(120)).expect("flushed");
+    let produce = t.elapsed();
+    let stored: i64 = (0..3).map(|p| broker.cluster().partition("bench", p).expect("exists").high_watermark).sum();
+    assert_eq!(stored, count as i64, "every record stored once");
+
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .set("group.id", "bench")
+        .set("enable.auto.commit", "false")
+        .create()
+        .expect("consumer");
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..3 {
+        tpl.add_partition_offset("bench", p, Offset::Beginning).expect("partition");
+    }
+    consumer.assign(&tpl).expect("assign");
+    let t = Instant::now();
+    let mut read = 0;
+    while read < count {
+        if let Some(m) = consumer.poll(Duration::from_secs(10)) {
+            m.expect("a record");
+            read += 1;
+        } else {
+            panic!("fetch stalled at {read} of {count}");
+        }
+    }
+    let fetch = t.elapsed();
+    let mb = (count * 100) as f64 / 1e6;
+    println!(
+        "rdkafka produce over loopback (100 B records)    n={count:<7} {:>9.1?}  {:>9.0} records/s  {:>6.1} MB/s",
+        produce,
+        count as f64 / produce.as_secs_f64(),
+        mb / produce.as_secs_f64()
+    );
+    println!(
+        "rdkafka fetch over loopback (100 B records)      n={count:<7} {:>9.1?}  {:>9.0} records/s  {:>6.1} MB/s",
+        fetch,
+        count as f64 / fetch.as_secs_f64(),
+        mb / fetch.as_secs_f64()
+    );
+}
+
+fn fail(e: impl std::fmt::Display) -> Failure {
+    Failure::correctness("bench", e.to_string())
+}
+
+fn join_request(member_id: &str, round: u32) -> JoinGroupRequest {
+    JoinGroupRequest::default()
+        .with_group_id(GroupId(s("g")))
+        .with_session_timeout_ms(10_000)
+        .with_rebalance_timeout_ms(10_000)
+        .with_member_id(s(member_id))
+        .with_protocol_type(s("consumer"))
+        .with_protocols(vec![
+            join_group_request::JoinGroupRequestProtocol::default()
+                .with_name(s("range"))
+                .with_metadata(Bytes::from(round.to_be_bytes().to_vec())),
+        ])
+}
+
+/// A member: joins, syncs, and — member 0 — rejoins with new metadata one second after each
+/// sync (forcing a rebalance), or — the others — heartbeats every 500 ms and rejoins when told,
+/// until the group reaches generation `target`.
+async fn member(ctx: sim::Ctx, i: usize, target: i32) -> Result<(), Failure> {
+    let stream: TcpStream = ctx.net().host(&format!("member-{i}")).dial("kafka-0:9092").await?;
+    let mut c = Client::new(stream, &format!("member-{i}"));
+    let mut member_id = String::new();
+    let mut round = 0;
+    'rejoin: loop {
+        let mut j = c.send(join_request(&member_id, round), 7).await.map_err(fail)?;
+        if j.error_code == E::MemberIdRequired.code() {
+            member_id = j.member_id.to_string();
+            j = c.send(join_request(&member_id, round), 7).await.map_err(fail)?;
+        }
+        if j.error_code != 0 {
+            return Err(fail(format!("member-{i} join answered {}", j.error_code)));
+        }
+        member_id = j.member_id.to_string();
+        let assignments = if j.leader == j.member_id {
+            j.members
+                .iter()
+                .map(|m| sync_group_request::SyncGroupRequestAssignment::default().with_member_id(m.member_id.clone()))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let sync = SyncGroupRequest::default()
+            .with_group_id(GroupId(s("g")))
+            .with_generation_id(j.generation_id)
+            .with_member_id(s(&member_id))
+            .with_assignments(assignments);
+        let synced = c.send(sync, 3).await.map_err(fail)?;
+        if synced.error_code == E::RebalanceInProgress.code() {
+            continue;
+        }
+        if j.generation_id >= target {
+            return Ok(());
+        }
+        if i == 0 {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            round += 1;
+            continue;
+        }
+        loop {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let hb = HeartbeatRequest::default()
+                .with_group_id(GroupId(s("g")))
+                .with_generation_id(j.generation_id)
+                .with_member_id(s(&member_id));
+            let code = c.send(hb, 3).await.map_err(fail)?.error_code;
+            if code != 0 {
+                continue 'rejoin;
+            }
+        }
+    }
+}
+
+/// A 3-member group through `rebalances` rebalances in one simulation run.
+fn simulated_rebalances(rebalances: i32, seeds: u64) {
+    let fake = std::sync::Arc::new(std::sync::Mutex::new(Duration::ZERO));
+    let fake2 = std::sync::Arc::clone(&fake);
+    let t = Instant::now();
+    let report = Simulation::new("kafkasim_bench_rebalances")
+        .test_name("bench")
+        .seeds(0..seeds)
+        .jobs(1)
+        .confirm(0)
+        .seed_lines(false)
+        .time_limit(Duration::from_secs(3600))
+        .run(move |ctx| {
+            let fake = std::sync::Arc::clone(&fake2);
+            async move {
+                ctx.set_net_config(NetConfig::fixed(Duration::from_millis(1)));
+                let cluster = Cluster::builder().build();
+                cluster.serve_sim(&ctx)?;
+                let target = rebalances + 1;
+                let mut members = tokio::task::JoinSet::new();
+                for i in 0..3 {
+                    members.spawn(member(ctx.clone(), i, target));
+                }
+                while let Some(done) = members.join_next().await {
+                    done.map_err(fail)??;
+                }
+                let generations = cluster.generations("g");
+                let full = generations.iter().filter(|g| g.members.len() == 3).count();
+                if full < rebalances as usize {
+                    return Err(fail(format!("{full} three-member generations")));
+                }
+                *fake.lock().expect("not poisoned") += ctx.elapsed();
+                Ok(())
+            }
+        });
+    let wall = t.elapsed();
+    report.assert_passed();
+    let fake = *fake.lock().expect("not poisoned");
+    let total = rebalances as f64 * seeds as f64;
+    println!(
+        "simulated 3-member group, {rebalances} rebalances x {seeds} seeds   wall {:>9.1?}  fake {:>8.1?}  {:>7.0} fake s per wall s  {:>7.0} rebalances/s",
+        wall,
+        fake,
+        fake.as_secs_f64() / wall.as_secs_f64(),
+        total / wall.as_secs_f64()
+    );
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    println!("kafkasim benchmarks ({})", if quick { "quick" } else { "full" });
+    start_to_ready(if quick { 20 } else { 200 });
+    rdkafka_throughput(if quick { 20_000 } else { 200_000 });
+    simulated_rebalances(100, if quick { 1 } else { 10 });
+}

@@ -1,0 +1,222 @@
+//! Partitions: an append-only log of record batches, with offsets, a high watermark and a log
+//! start offset.
+//!
+//! Semantics (Apache Kafka's `UnifiedLog`, record batch format v2 from
+//! <https://kafka.apache.org/documentation/#recordbatch>):
+//! - a batch is stored as the producer sent it, with its base offset (bytes 0..8) and partition
+//!   leader epoch (bytes 12..16) rewritten by the broker — both outside the batch's CRC, which
+//!   covers attributes onward — and its records numbered `base ..= base + count - 1`;
+//! - the high watermark is the log end offset: every replica is in sync at once (replication is
+//!   not modelled), so `acks=1` and `acks=all` acknowledge the same thing;
+//! - a fetch returns whole batches, starting with the one holding the fetch offset even if it
+//!   starts before it (the client skips the records below its offset), up to a byte budget, but
+//!   always at least one batch (KIP-74);
+//! - retention by size: beyond [`crate::broker::ClusterBuilder::partition_bytes_max`] the oldest
+//!   batches are dropped and the log start offset moves past them.
+
+use std::collections::VecDeque;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::records::{BatchDecodeInfo, RecordBatchDecoder};
+
+/// The most records one batch may declare (librdkafka's `batch.num.messages` maximum): a bound
+/// checked before the records are decoded, so a forged count cannot make the decoder reserve
+/// gigabytes.
+pub const RECORDS_PER_BATCH_MAX: i32 = 1_000_000;
+
+/// Byte offsets inside a v2 record batch header.
+const BASE_OFFSET: std::ops::Range<usize> = 0..8;
+const LEADER_EPOCH: std::ops::Range<usize> = 12..16;
+const LAST_OFFSET_DELTA: std::ops::Range<usize> = 23..27;
+const MAX_TIMESTAMP: std::ops::Range<usize> = 35..43;
+/// A v2 batch header is 61 bytes.
+pub const BATCH_HEADER_BYTES: usize = 61;
+
+/// Why a produced batch was refused, as the produce response's error code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchError {
+    /// `CORRUPT_MESSAGE` (2): the bytes do not parse or the CRC does not match.
+    Corrupt,
+    /// `INVALID_RECORD` (87): not exactly one v2 batch, or its counts are inconsistent.
+    InvalidRecord,
+    /// `MESSAGE_TOO_LARGE` (10): the batch is above `message.max.bytes`.
+    TooLarge,
+}
+
+impl BatchError {
+    /// The Kafka error code.
+    pub fn code(self) -> i16 {
+        match self {
+            BatchError::Corrupt => 2,
+            BatchError::InvalidRecord => 87,
+            BatchError::TooLarge => 10,
+        }
+    }
+}
+
+/// A produced batch, validated and ready to append.
+#[derive(Debug, Clone)]
+pub struct IncomingBatch {
+    /// The header fields (producer id, epoch, base sequence, record count, …).
+    pub info: BatchDecodeInfo,
+    /// The batch's bytes as sent.
+    pub bytes: Bytes,
+    /// The largest record timestamp (the header's max timestamp), milliseconds since the epoch.
+    pub max_timestamp: i64,
+}
+
+impl IncomingBatch {
+    /// The sequence number of the batch's last record (sequences wrap at `i32::MAX` to 0).
+    pub fn last_sequence(&self) -> i32 {
+        let last = i64::from(self.info.base_sequence) + i64::from(self.info.record_count) - 1;
+        (last % (i64::from(i32::MAX) + 1)) as i32
+    }
+}
+
+/// Validates a produce request's `records` for one partition: exactly one v2 batch, a good CRC,
+/// a record count within [`RECORDS_PER_BATCH_MAX`] that matches the last offset delta, records
+/// that decode (after decompression), and at most `bytes_max` bytes.
+///
+/// # Errors
+/// The [`BatchError`] Kafka would answer with.
+pub fn validate_batch(records: &Bytes, bytes_max: usize) -> Result<IncomingBatch, BatchError> {
+    if records.len() > bytes_max {
+        return Err(BatchError::TooLarge);
+    }
+    if records.len() < BATCH_HEADER_BYTES || records[16] != 2 {
+        return Err(BatchError::InvalidRecord);
+    }
+    let mut buf = records.clone();
+    let infos = RecordBatchDecoder::decode_batch_info(&mut buf).map_err(|_| BatchError::Corrupt)?;
+    let [info] = infos.as_slice() else {
+        return Err(BatchError::InvalidRecord);
+    };
+    if !buf.is_empty() {
+        return Err(BatchError::InvalidRecord);
+    }
+    let last_delta = i32::from_be_bytes(records[LAST_OFFSET_DELTA].try_into().expect("4 bytes"));
+    if info.record_count < 1 || info.record_count > RECORDS_PER_BATCH_MAX || last_delta != info.record_count - 1 {
+        return Err(BatchError::InvalidRecord);
+    }
+    // Decoding the records proves the batch is well-formed; the count was bounded above.
+    let mut all = records.clone();
+    let set = RecordBatchDecoder::decode(&mut all).map_err(|_| BatchError::Corrupt)?;
+    if set.records.len() != info.record_count as usize {
+        return Err(BatchError::InvalidRecord);
+    }
+    let max_timestamp = i64::from_be_bytes(records[MAX_TIMESTAMP].try_into().expect("8 bytes"));
+    Ok(IncomingBatch { info: info.clone(), bytes: records.clone(), max_timestamp })
+}
+
+/// A batch in the log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredBatch {
+    /// The offset of its first record.
+    pub base_offset: i64,
+    /// The offset of its last record.
+    pub last_offset: i64,
+    /// The largest record timestamp, milliseconds since the epoch.
+    pub max_timestamp: i64,
+    /// The producer id (-1 for a non-idempotent producer).
+    pub producer_id: i64,
+    /// The sequence of its first record (-1 without idempotence).
+    pub base_sequence: i32,
+    /// The bytes as stored (base offset and leader epoch rewritten).
+    pub bytes: Bytes,
+}
+
+/// One partition's log.
+#[derive(Debug, Clone, Default)]
+pub struct PartitionLog {
+    batches: VecDeque<StoredBatch>,
+    log_start: i64,
+    log_end: i64,
+    bytes: usize,
+}
+
+impl PartitionLog {
+    /// The first offset still in the log.
+    pub fn log_start(&self) -> i64 {
+        self.log_start
+    }
+
+    /// The high watermark: here the log end offset (see the module doc).
+    pub fn high_watermark(&self) -> i64 {
+        self.log_end
+    }
+
+    /// The batches in offset order.
+    pub fn batches(&self) -> impl Iterator<Item = &StoredBatch> {
+        self.batches.iter()
+    }
+
+    /// Bytes held.
+    pub fn size_bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Appends a validated batch under `leader_epoch`; returns its base offset. Drops the
+    /// oldest batches while the log holds more than `bytes_max` bytes (never the new one).
+    pub fn append(&mut self, batch: &IncomingBatch, leader_epoch: i32, bytes_max: usize) -> i64 {
+        let base = self.log_end;
+        let mut bytes = BytesMut::from(&batch.bytes[..]);
+        bytes[BASE_OFFSET].copy_from_slice(&base.to_be_bytes());
+        bytes[LEADER_EPOCH].copy_from_slice(&leader_epoch.to_be_bytes());
+        let count = i64::from(batch.info.record_count);
+        self.batches.push_back(StoredBatch {
+            base_offset: base,
+            last_offset: base + count - 1,
+            max_timestamp: batch.max_timestamp,
+            producer_id: batch.info.producer_id,
+            base_sequence: batch.info.base_sequence,
+            bytes: bytes.freeze(),
+        });
+        self.bytes += batch.bytes.len();
+        self.log_end = base + count;
+        while self.bytes > bytes_max && self.batches.len() > 1 {
+            let dropped = self.batches.pop_front().expect("more than one batch");
+            self.bytes -= dropped.bytes.len();
+            self.log_start = dropped.last_offset + 1;
+        }
+        base
+    }
+
+    /// Whole batches from the one holding `offset`, within `bytes_max` bytes but at least one
+    /// batch when any exists at or after `offset`. `offset` must be within
+    /// `log_start ..= high_watermark`.
+    pub fn read(&self, offset: i64, bytes_max: usize) -> Vec<Bytes> {
+        let mut out = Vec::new();
+        let mut size = 0usize;
+        for batch in self.batches.iter().filter(|b| b.last_offset >= offset) {
+            if !out.is_empty() && size + batch.bytes.len() > bytes_max {
+                break;
+            }
+            size += batch.bytes.len();
+            out.push(batch.bytes.clone());
+            if size >= bytes_max {
+                break;
+            }
+        }
+        out
+    }
+
+    /// The first offset whose record timestamp is at or after `timestamp_ms`, with that record's
+    /// timestamp (ListOffsets by time, KIP-79); `None` when no record is that late.
+    pub fn offset_for_timestamp(&self, timestamp_ms: i64) -> Option<(i64, i64)> {
+        for batch in self.batches.iter().filter(|b| b.max_timestamp >= timestamp_ms) {
+            let mut buf = batch.bytes.clone();
+            let Ok(set) = RecordBatchDecoder::decode(&mut buf) else { continue };
+            if let Some(r) = set.records.iter().find(|r| r.timestamp >= timestamp_ms) {
+                return Some((r.offset, r.timestamp));
+            }
+        }
+        None
+    }
+
+    /// The offset and timestamp of the record with the largest timestamp (ListOffsets
+    /// `MAX_TIMESTAMP`, -3, KIP-734); the earliest such record on ties.
+    pub fn max_timestamp(&self) -> Option<(i64, i64)> {
+        let best = self.batches.iter().map(|b| b.max_timestamp).max()?;
+        self.offset_for_timestamp(best)
+    }
+}
