@@ -5,13 +5,16 @@
 //! *correctness* and the check's name as the oracle; an *excused* violation (a dependency broke its
 //! own guarantee, or a stated precondition was broken) is recorded and reported without failing
 //! the sweep. Install checks with [`Ctx::add_check`]; final checks run when the body returns `Ok`.
+//! Checks may record events themselves: they are delivered to every check right after the
+//! dispatch that recorded them (see [`Check`]).
 //!
 //! Built-in oracles:
 //! - [`idempotency`]: every idempotency key took effect at most once, and exactly once if an
-//!   operation with that key was acknowledged; indeterminate outcomes must be resolved by a
-//!   retry with the same key (effects are recorded with [`effect`]);
+//!   operation declaring that effect ([`crate::workload::Operation::effect`]) was acknowledged
+//!   with that key; indeterminate outcomes must be resolved by a retry with the same key (effects
+//!   are recorded with [`effect`]);
 //! - [`OneResponse`]: every request ends with exactly one response or transport error (requests
-//!   are recorded with [`RequestLog`]);
+//!   are recorded with the run's [`RequestLog`]);
 //! - the node lifecycle oracles live with the nodes ([`crate::node`]): the exit cause matches the
 //!   lifecycle event sent, SIGTERM drains in-flight requests, and no task outlives its node;
 //! - a recovered panic fails the run unless allowed ([`crate::Simulation::allow_recovered_panics`]);
@@ -41,16 +44,24 @@ pub enum Verdict {
 }
 
 /// An oracle over a run (see the module docs).
+///
+/// A check may record events itself ([`Ctx::record`]), from [`Check::on_event`] and from
+/// [`Check::finish`]: such an event is queued and, once the current dispatch is over, delivered to
+/// every check's `on_event` (the recording check's too) in the order recorded. A check may also
+/// install other checks ([`Ctx::add_check`]); they see the events recorded after that dispatch.
 pub trait Check: Send {
     /// The oracle's name, as failures report it.
     fn name(&self) -> &str;
 
-    /// Called for every history event, as it is recorded. Must not record events itself.
+    /// Called for every history event, as it is recorded (an event recorded by a check: right
+    /// after the dispatch that recorded it).
     fn on_event(&mut self, _event: &Entry) -> Verdict {
         Verdict::Pass
     }
 
-    /// Called once when the run's body returned `Ok`.
+    /// Called once when the run's body returned `Ok`, in the order the checks were installed.
+    /// Events it records are delivered to every check's `on_event` before the next check's
+    /// `finish`, and a violation they draw fails the run.
     fn finish(&mut self, _ctx: &Ctx) -> Verdict {
         Verdict::Pass
     }
@@ -60,58 +71,117 @@ pub trait Check: Send {
 #[derive(Default)]
 pub(crate) struct Checks {
     list: Mutex<Vec<Box<dyn Check>>>,
+    /// Checks installed while the list was in use: moved in at the next dispatch.
+    added: Mutex<Vec<Box<dyn Check>>>,
+    dispatch: Mutex<Dispatch>,
     excused: Mutex<Vec<Failure>>,
 }
 
-thread_local! {
-    static DISPATCHING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+/// Events waiting for the checks, and whether a dispatch is under way.
+#[derive(Default)]
+struct Dispatch {
+    queue: std::collections::VecDeque<Entry>,
+    busy: bool,
+}
+
+impl Dispatch {
+    /// Events queued at most: checks recording events for each other's events without end.
+    const QUEUE_MAX: usize = 1 << 16;
 }
 
 impl Checks {
     pub(crate) fn add(&self, check: Box<dyn Check>) {
-        self.list.lock().unwrap_or_else(|p| p.into_inner()).push(check);
+        self.added.lock().unwrap_or_else(|p| p.into_inner()).push(check);
     }
 
-    /// Runs every check on one event; returns the first violation.
+    fn list(&self) -> std::sync::MutexGuard<'_, Vec<Box<dyn Check>>> {
+        let mut list = self.list.lock().unwrap_or_else(|p| p.into_inner());
+        list.append(&mut self.added.lock().unwrap_or_else(|p| p.into_inner()));
+        list
+    }
+
+    fn note(&self, name: &str, verdict: Verdict, violation: &mut Option<Failure>) {
+        match verdict {
+            Verdict::Pass => {}
+            Verdict::Violation(m) => {
+                violation.get_or_insert(Failure::correctness(name, m));
+            }
+            Verdict::Excused(m) => {
+                self.excused.lock().unwrap_or_else(|p| p.into_inner()).push(Failure::excused(name, m))
+            }
+        }
+    }
+
+    /// Marks a dispatch as under way; `false` if one already is (the event waits in the queue).
+    fn begin(&self, event: Option<&Entry>) -> bool {
+        let mut dispatch = self.dispatch.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(event) = event {
+            assert!(
+                dispatch.queue.len() < Dispatch::QUEUE_MAX,
+                "checks recorded {} events from inside their own callbacks without the queue draining \
+                 (Dispatch::QUEUE_MAX): checks recording events for each other's events without end",
+                Dispatch::QUEUE_MAX
+            );
+            dispatch.queue.push_back(event.clone());
+        }
+        !std::mem::replace(&mut dispatch.busy, true)
+    }
+
+    /// Delivers the queued events to every check until none is left; ends the dispatch.
+    fn drain(&self, violation: &mut Option<Failure>) {
+        loop {
+            let next = {
+                let mut dispatch = self.dispatch.lock().unwrap_or_else(|p| p.into_inner());
+                let next = dispatch.queue.pop_front();
+                if next.is_none() {
+                    dispatch.busy = false;
+                }
+                next
+            };
+            let Some(event) = next else { return };
+            let mut list = self.list();
+            for check in list.iter_mut() {
+                let verdict = check.on_event(&event);
+                self.note(check.name(), verdict, violation);
+            }
+        }
+    }
+
+    /// Runs every check on one event (and on the events checks record meanwhile); returns the
+    /// first violation. Called again from inside a check, it only queues the event.
     pub(crate) fn on_event(&self, event: &Entry) -> Option<Failure> {
-        if DISPATCHING.with(|d| d.replace(true)) {
+        if !self.begin(Some(event)) {
             return None;
         }
         let mut violation = None;
-        {
-            let mut list = self.list.lock().unwrap_or_else(|p| p.into_inner());
-            for check in list.iter_mut() {
-                match check.on_event(event) {
-                    Verdict::Pass => {}
-                    Verdict::Violation(m) => {
-                        violation.get_or_insert(Failure::correctness(check.name(), m));
-                    }
-                    Verdict::Excused(m) => {
-                        self.excused.lock().unwrap_or_else(|p| p.into_inner()).push(Failure::excused(check.name(), m))
-                    }
-                }
-            }
-        }
-        DISPATCHING.with(|d| d.set(false));
+        self.drain(&mut violation);
         violation
     }
 
-    /// Runs every final check; returns the first violation.
+    /// Runs every final check, and delivers the events they record; returns the first violation.
     pub(crate) fn finish(&self, ctx: &Ctx) -> Option<Failure> {
-        let mut list = self.list.lock().unwrap_or_else(|p| p.into_inner());
         let mut violation = None;
-        for check in list.iter_mut() {
-            match check.finish(ctx) {
-                Verdict::Pass => {}
-                Verdict::Violation(m) => {
-                    violation.get_or_insert(Failure::correctness(check.name(), m));
-                }
-                Verdict::Excused(m) => {
-                    self.excused.lock().unwrap_or_else(|p| p.into_inner()).push(Failure::excused(check.name(), m))
-                }
+        let mut index = 0;
+        loop {
+            let began = self.begin(None);
+            let verdict = {
+                let mut list = self.list();
+                let Some(check) = list.get_mut(index) else {
+                    drop(list);
+                    if began {
+                        self.drain(&mut violation);
+                    }
+                    return violation;
+                };
+                let verdict = check.finish(ctx);
+                (check.name().to_string(), verdict)
+            };
+            self.note(&verdict.0, verdict.1, &mut violation);
+            if began {
+                self.drain(&mut violation);
             }
+            index += 1;
         }
-        violation
     }
 
     /// The first excused violation, if any.
@@ -123,18 +193,44 @@ impl Checks {
 /// The run's ledger of effects: what services did, by idempotency key.
 #[derive(Default, Debug)]
 pub struct Effects {
-    by_key: Mutex<BTreeMap<String, Vec<(String, Duration)>>>,
+    by_key: Mutex<BTreeMap<String, Vec<EffectEntry>>>,
+}
+
+#[derive(Clone, Debug)]
+struct EffectEntry {
+    kind: String,
+    detail: String,
+    at: Duration,
 }
 
 impl Effects {
-    /// The effects recorded for a key: (what, when).
+    /// The effects recorded for a key: (`"<kind> <detail>"`, when).
     pub fn of(&self, key: &str) -> Vec<(String, Duration)> {
-        self.by_key.lock().unwrap_or_else(|p| p.into_inner()).get(key).cloned().unwrap_or_default()
+        self.by_key
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(key)
+            .map(|list| list.iter().map(|e| (format!("{} {}", e.kind, e.detail), e.at)).collect())
+            .unwrap_or_default()
     }
 
-    /// Every key with its effects.
+    /// The effects of one kind recorded for a key: (detail, when).
+    pub fn of_kind(&self, key: &str, kind: &str) -> Vec<(String, Duration)> {
+        self.by_key
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(key)
+            .map(|list| list.iter().filter(|e| e.kind == kind).map(|e| (e.detail.clone(), e.at)).collect())
+            .unwrap_or_default()
+    }
+
+    /// Every key with its effects (`"<kind> <detail>"`, when).
     pub fn all(&self) -> BTreeMap<String, Vec<(String, Duration)>> {
-        self.by_key.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        let by_key = self.by_key.lock().unwrap_or_else(|p| p.into_inner());
+        by_key
+            .iter()
+            .map(|(key, list)| (key.clone(), list.iter().map(|e| (format!("{} {}", e.kind, e.detail), e.at)).collect()))
+            .collect()
     }
 }
 
@@ -143,49 +239,82 @@ impl Effects {
 pub fn effect(ctx: &Ctx, kind: &str, key: &str, detail: impl AsRef<str>) {
     ctx.record(&format!("effect.{kind}"), key, detail.as_ref());
     let effects = ctx.extension::<Effects>();
-    effects
-        .by_key
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .entry(key.to_string())
-        .or_default()
-        .push((format!("{kind} {}", detail.as_ref()), ctx.elapsed()));
+    effects.by_key.lock().unwrap_or_else(|p| p.into_inner()).entry(key.to_string()).or_default().push(EffectEntry {
+        kind: kind.to_string(),
+        detail: detail.as_ref().to_string(),
+        at: ctx.elapsed(),
+    });
 }
 
-/// The idempotency oracle over the operations whose keys took effects of `kind`: a key took
-/// effect at most once; a key an acknowledged operation used took effect exactly once. Keys
-/// whose every operation was indeterminate may have taken effect once or not at all.
+/// The effect kinds the run's workloads declared ([`crate::workload::Operation::effect`]), whether
+/// or not the swarm left the declaring operations in.
+#[derive(Default, Debug)]
+pub(crate) struct DeclaredEffects {
+    kinds: Mutex<std::collections::BTreeSet<String>>,
+}
+
+impl DeclaredEffects {
+    pub(crate) fn declare(&self, kinds: impl IntoIterator<Item = String>) {
+        self.kinds.lock().unwrap_or_else(|p| p.into_inner()).extend(kinds);
+    }
+
+    fn contains(&self, kind: &str) -> bool {
+        self.kinds.lock().unwrap_or_else(|p| p.into_inner()).contains(kind)
+    }
+}
+
+/// The idempotency oracle for effects of `kind` ([`effect`]):
+/// - **at most once**: no key took effect of `kind` more than once;
+/// - **exactly once when acknowledged**: an operation that declared `kind`
+///   ([`crate::workload::Operation::effect`]) and ended [`OpOutcome::Ok`] took exactly one effect
+///   of `kind` under its key. Keys whose every operation was indeterminate may have taken effect
+///   once or not at all; operations that do not declare `kind` (reads) are not expected to take
+///   it.
+///
+/// The link between operations and effects is that declaration, never the text of an outcome.
 ///
 /// # Errors
-/// A correctness failure of oracle `idempotency` naming the key, its effects and its operations.
+/// A correctness failure of oracle `idempotency` naming the key, its effects and its operations;
+/// also when no operation of the run's workloads declares `kind` (the oracle could not tell which
+/// acknowledged operations must have taken it).
 pub fn idempotency(ctx: &Ctx, records: &[OpRecord], kind: &str) -> Result<(), Failure> {
+    let declared = ctx.extension::<DeclaredEffects>().contains(kind)
+        || records.iter().any(|r| r.effects.iter().any(|k| k == kind));
+    if !declared {
+        return Err(Failure::correctness(
+            "idempotency",
+            format!(
+                "no operation declares the effect kind {kind:?}: declare it with Operation::effect({kind:?}) on the \
+                 operations whose acknowledgement means one such effect"
+            ),
+        ));
+    }
     let effects = ctx.extension::<Effects>();
-    let prefix = format!("{kind} ");
     let mut by_key: BTreeMap<&str, Vec<&OpRecord>> = BTreeMap::new();
     for r in records {
         by_key.entry(r.key.as_str()).or_default().push(r);
     }
-    for (key, list) in effects.all() {
-        let count = list.iter().filter(|(what, _)| what.starts_with(&prefix)).count();
-        if count > 1 {
-            let ops: Vec<String> = by_key
-                .get(key.as_str())
-                .map(|v| v.iter().map(|r| format!("#{} {:?}", r.id, r.outcome)).collect())
-                .unwrap_or_default();
+    let ops = |key: &str| -> String {
+        by_key
+            .get(key)
+            .map(|v| v.iter().map(|r| format!("{}#{} {:?}", r.name, r.id, r.outcome)).collect::<Vec<_>>().join(", "))
+            .unwrap_or_default()
+    };
+    for key in effects.all().keys() {
+        let taken = effects.of_kind(key, kind);
+        if taken.len() > 1 {
+            let list: Vec<String> = taken.iter().map(|(detail, at)| format!("{kind} {detail} at {at:?}")).collect();
             return Err(Failure::correctness(
                 "idempotency",
-                format!("key {key} took effect {count} times: {list:?} (operations: {})", ops.join(", ")),
+                format!("key {key} took effect {} times: {} (operations: {})", taken.len(), list.join(", "), ops(key)),
             ));
         }
     }
-    for (key, ops) in &by_key {
-        let acknowledged = ops.iter().any(|r| r.outcome.is_ok());
-        let count = effects.of(key).iter().filter(|(what, _)| what.starts_with(&prefix)).count();
-        let relevant = ops.iter().any(|r| matches!(&r.outcome, OpOutcome::Ok(v) if v.starts_with(kind)));
-        if acknowledged && relevant && count == 0 {
+    for r in records {
+        if r.outcome.is_ok() && r.effects.iter().any(|k| k == kind) && effects.of_kind(&r.key, kind).is_empty() {
             return Err(Failure::correctness(
                 "idempotency",
-                format!("key {key} was acknowledged but took no {kind} effect"),
+                format!("key {} was acknowledged but took no {kind} effect (operations: {})", r.key, ops(&r.key)),
             ));
         }
     }
@@ -199,12 +328,24 @@ struct RequestState {
     ended: BTreeMap<u64, u32>,
 }
 
-/// A log of requests and how each ended, for [`OneResponse`]: call [`RequestLog::start`] before
-/// sending and [`RequestLog::end`] with the response or the transport error (a dropped guard
-/// records the request as abandoned by its client).
-#[derive(Clone, Default, Debug)]
+/// The run's one request log's state (a run extension, so every handle shares it).
+#[derive(Default, Debug)]
+struct RequestLogState(Mutex<RequestState>);
+
+/// The run's log of requests and how each ended, for [`OneResponse`]: call [`RequestLog::start`]
+/// before sending and [`RequestLog::end`] with the response or the transport error (a dropped
+/// guard records the request as abandoned by its client).
+///
+/// There is one log per run, with one id space (`req#1`, `req#2`, …): every handle comes from
+/// [`RequestLog::of`], so requests recorded anywhere in the run are the ones [`OneResponse`]
+/// checks. There is no other constructor:
+///
+/// ```compile_fail,E0599
+/// let separate = sim::check::RequestLog::default();
+/// ```
+#[derive(Clone, Debug)]
 pub struct RequestLog {
-    state: Arc<Mutex<RequestState>>,
+    state: Arc<RequestLogState>,
 }
 
 /// One open request of a [`RequestLog`].
@@ -220,12 +361,12 @@ pub struct Pending {
 impl RequestLog {
     /// The run's request log.
     pub fn of(ctx: &Ctx) -> RequestLog {
-        (*ctx.extension::<RequestLog>()).clone()
+        RequestLog { state: ctx.extension::<RequestLogState>() }
     }
 
     /// Records a request being sent.
     pub fn start(&self, ctx: &Ctx, what: &str) -> Pending {
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = self.state.0.lock().unwrap_or_else(|p| p.into_inner());
         st.next += 1;
         let id = st.next;
         st.open.insert(id, (what.to_string(), ctx.elapsed()));
@@ -248,7 +389,7 @@ impl RequestLog {
     }
 
     fn finish(&self, ctx: &Ctx, id: u64, how: &str) {
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = self.state.0.lock().unwrap_or_else(|p| p.into_inner());
         st.open.remove(&id);
         *st.ended.entry(id).or_default() += 1;
         drop(st);
@@ -258,6 +399,7 @@ impl RequestLog {
     /// Requests with no end yet: (id, what, sent at).
     pub fn open(&self) -> Vec<(u64, String, Duration)> {
         self.state
+            .0
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .open
@@ -339,10 +481,12 @@ impl LivenessBound {
 }
 
 /// Liveness: after the system was healed, `attempt` must succeed within `bound` (tried again
-/// after each failure, until the bound). Fake time.
+/// 100 ms after each failure, until the bound). Fake time. An attempt still running when the
+/// bound runs out is cut off (dropped).
 ///
 /// # Errors
-/// A liveness failure of oracle `progress` with the bound's parts and the last attempt's outcome.
+/// A liveness failure of oracle `progress` with the bound's parts and the last attempt's outcome
+/// (or that it was still running when the bound ran out).
 pub async fn liveness<F, Fut>(ctx: &Ctx, bound: &LivenessBound, mut attempt: F) -> Result<(), Failure>
 where
     F: FnMut() -> Fut,
@@ -351,21 +495,33 @@ where
     let total = bound.total();
     let deadline = tokio::time::Instant::now() + total;
     ctx.record("liveness.start", "system", format!("bound {total:?} = {}", bound.describe()));
-    let mut last = OpOutcome::Indeterminate("no attempt".to_string());
+    let mut last = "none (the bound is zero)".to_string();
+    let mut attempts = 0u64;
     while tokio::time::Instant::now() < deadline {
+        let started = ctx.elapsed();
+        attempts += 1;
         match tokio::time::timeout_at(deadline, attempt()).await {
             Ok(outcome) if outcome.is_ok() => {
                 ctx.record("liveness.ok", "system", format!("{outcome:?}"));
                 return Ok(());
             }
-            Ok(outcome) => last = outcome,
-            Err(_) => break,
+            Ok(outcome) => last = format!("{outcome:?}"),
+            Err(_) => {
+                last = format!(
+                    "still running when the bound ran out (started at {started:?}, cut off after {:?})",
+                    ctx.elapsed().saturating_sub(started)
+                );
+                break;
+            }
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     Err(Failure::new(
         Class::Liveness,
-        format!("no progress within {total:?} ({}) after healing; last attempt: {last:?}", bound.describe()),
+        format!(
+            "no progress within {total:?} ({}) after healing; {attempts} attempt(s), the last: {last}",
+            bound.describe()
+        ),
     )
     .oracle("progress"))
 }

@@ -10,6 +10,11 @@
 //!
 //! Swarm dimensions: `workload.<op>` (a flag, p = 0.85: some runs leave an operation out;
 //! at least one stays), `workload.clients` (1–4 client hosts).
+//!
+//! Edge cases, by design: an operation of weight 0 is never drawn (it can still be run by name
+//! with [`Workload::run_one`]); a workload with no operation of weight above 0 runs nothing and
+//! returns no records; operations still running at the drain deadline are stopped (their tasks
+//! aborted) and recorded as indeterminate.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -69,6 +74,8 @@ pub struct OpRecord {
     pub ended: Duration,
     /// How it ended.
     pub outcome: OpOutcome,
+    /// The effect kinds its operation declared ([`Operation::effect`]).
+    pub effects: Vec<String>,
 }
 
 /// What an operation's body gets.
@@ -115,27 +122,42 @@ impl<M> OpCtx<M> {
 
 type OpBody<M> = Arc<dyn Fn(OpCtx<M>) -> Pin<Box<dyn Future<Output = OpOutcome> + Send>> + Send + Sync>;
 
-/// An operation: a name, a weight, and a body.
+/// An operation: a name, a weight, a body, and the effects it takes.
 pub struct Operation<M> {
     name: String,
     weight: u64,
     body: OpBody<M>,
+    effects: Vec<String>,
 }
 
 impl<M> Clone for Operation<M> {
     fn clone(&self) -> Self {
-        Operation { name: self.name.clone(), weight: self.weight, body: Arc::clone(&self.body) }
+        Operation {
+            name: self.name.clone(),
+            weight: self.weight,
+            body: Arc::clone(&self.body),
+            effects: self.effects.clone(),
+        }
     }
 }
 
 impl<M: Send + 'static> Operation<M> {
-    /// An operation named `name`, chosen with probability proportional to `weight`.
+    /// An operation named `name`, chosen with probability proportional to `weight` (0: never
+    /// drawn by [`Workload::run`]).
     pub fn new<F, Fut>(name: &str, weight: u64, body: F) -> Operation<M>
     where
         F: Fn(OpCtx<M>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = OpOutcome> + Send + 'static,
     {
-        Operation { name: name.to_string(), weight, body: Arc::new(move |op| Box::pin(body(op))) }
+        Operation { name: name.to_string(), weight, body: Arc::new(move |op| Box::pin(body(op))), effects: Vec::new() }
+    }
+
+    /// Declares that this operation, when acknowledged ([`OpOutcome::Ok`]), took exactly one
+    /// effect of `kind` under its idempotency key (services record it with
+    /// [`crate::check::effect`]): what [`crate::check::idempotency`] checks for `kind`.
+    pub fn effect(mut self, kind: &str) -> Operation<M> {
+        self.effects.push(kind.to_string());
+        self
     }
 }
 
@@ -146,8 +168,8 @@ pub struct Budget {
     pub ops: u64,
     /// They start at seeded times in this window of fake time (from when `run` is called).
     pub window: Duration,
-    /// How long the workload waits for started operations after the window before calling the
-    /// rest indeterminate.
+    /// How long the workload waits for started operations after the window; those still
+    /// running then are stopped and recorded indeterminate.
     pub drain: Duration,
 }
 
@@ -193,43 +215,63 @@ impl<M: Send + 'static> Workload<M> {
         *id
     }
 
-    /// Runs one operation now, from `client` (optionally retrying under an existing key), and
-    /// records it.
+    fn declare_effects(&self, ctx: &Ctx) {
+        let kinds = self.ops.iter().flat_map(|o| o.effects.iter().cloned());
+        ctx.extension::<crate::check::DeclaredEffects>().declare(kinds);
+    }
+
+    /// Runs one operation now, by name whatever its weight, from `client` (optionally retrying
+    /// under an existing key), and records it. `None` if there is no operation of that name.
     pub async fn run_one(&self, ctx: &Ctx, name: &str, client: &str, key: Option<String>) -> Option<OpRecord> {
+        self.declare_effects(ctx);
         let op = self.ops.iter().find(|o| o.name == name)?.clone();
-        Some(run_op(self, ctx, op, client.to_string(), key).await)
+        Some(run_op(self, ctx, op, client.to_string(), key, &Running::default(), 0).await)
     }
 
     /// Draws the schedule and runs it: `budget.ops` operations at seeded times in
     /// `budget.window`, each a driver event, from `workload.clients` client hosts; waits for them
     /// (at most `budget.drain` after the window) and returns their records in start order.
+    /// Operations still running at the drain deadline are stopped (their tasks aborted) and
+    /// recorded [`OpOutcome::Indeterminate`]. Operations of weight 0 are never drawn; with none of
+    /// weight above 0, nothing runs and no record is returned.
     pub async fn run(&self, ctx: &Ctx, budget: Budget) -> Vec<OpRecord> {
+        self.declare_effects(ctx);
         let swarm = ctx.swarm();
+        let drawable: Vec<&Operation<M>> = self.ops.iter().filter(|o| o.weight > 0).collect();
+        let Some(first) = drawable.first().copied() else {
+            ctx.record("workload.empty", "workload", "no operation of weight above 0: nothing to run");
+            return Vec::new();
+        };
         let mut enabled: Vec<&Operation<M>> =
-            self.ops.iter().filter(|o| swarm.flag(&format!("workload.{}", o.name), 0.85) && o.weight > 0).collect();
+            drawable.iter().copied().filter(|o| swarm.flag(&format!("workload.{}", o.name), 0.85)).collect();
         if enabled.is_empty() {
-            enabled = self.ops.iter().take(1).collect();
+            enabled = vec![first];
         }
         let clients = swarm.int("workload.clients", 1..=4);
-        let weights: Vec<u64> = enabled.iter().map(|o| o.weight.max(1)).collect();
+        let weights: Vec<u64> = enabled.iter().map(|o| o.weight).collect();
         let mut plan = ctx.source("workload/plan");
         let start = ctx.elapsed();
+        let running = Running::default();
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut scheduled = Vec::new();
         for n in 0..budget.ops {
-            let index = plan.weighted(&weights).unwrap_or(0);
+            let index = plan.weighted(&weights).expect("every weight is above 0");
             let op = enabled[index].clone();
             let at = start + plan.duration(Duration::ZERO..=budget.window);
             let client = format!("client-{}", n % clients);
-            let (workload, ctx2, tx) = (self.clone(), ctx.clone(), tx.clone());
-            ctx.driver().at(
+            let (workload, ctx2, tx, running) = (self.clone(), ctx.clone(), tx.clone(), running.clone());
+            let event = ctx.driver().at(
                 at,
                 Event::new("op.schedule", format!("{}@{client}", op.name)).unrecorded().action(move || {
-                    tokio::spawn(async move {
-                        let record = run_op(&workload, &ctx2, op, client, None).await;
+                    let ops = running.clone();
+                    let task = tokio::spawn(async move {
+                        let record = run_op(&workload, &ctx2, op, client, None, &ops, n).await;
                         let _ = tx.send(record);
                     });
+                    running.lock().tasks.insert(n, task.abort_handle());
                 }),
             );
+            scheduled.push(event);
         }
         drop(tx);
         let mut records = Vec::new();
@@ -239,7 +281,33 @@ impl<M: Send + 'static> Workload<M> {
                 Ok(Some(record)) => records.push(record),
                 Ok(None) => break,
                 Err(_) => {
-                    ctx.record("workload.drain", "workload", "operations still running at the drain deadline");
+                    // Whatever finished at this very instant is in the channel; the rest is stopped.
+                    while let Ok(record) = rx.try_recv() {
+                        records.push(record);
+                    }
+                    for event in scheduled {
+                        ctx.driver().cancel(event);
+                    }
+                    let stopped = running.stop_all();
+                    ctx.record(
+                        "workload.drain",
+                        "workload",
+                        format!("{} operation(s) still running at the drain deadline: stopped", stopped.len()),
+                    );
+                    for op in stopped {
+                        let outcome = OpOutcome::Indeterminate("still running at the drain deadline: stopped".into());
+                        ctx.record("op.end", &format!("{}#{}", op.name, op.id), outcome.label());
+                        records.push(OpRecord {
+                            id: op.id,
+                            name: op.name,
+                            key: op.key,
+                            client: op.client,
+                            started: op.started,
+                            ended: ctx.elapsed(),
+                            outcome,
+                            effects: op.effects,
+                        });
+                    }
                     break;
                 }
             }
@@ -249,18 +317,70 @@ impl<M: Send + 'static> Workload<M> {
     }
 }
 
+/// The operations a [`Workload::run`] started and that have not ended, and their tasks.
+#[derive(Clone, Default)]
+struct Running {
+    inner: Arc<Mutex<RunningInner>>,
+}
+
+#[derive(Default)]
+struct RunningInner {
+    /// By plan index: the operation's task.
+    tasks: BTreeMap<u64, tokio::task::AbortHandle>,
+    /// By plan index: the operation, once it started.
+    started: BTreeMap<u64, Started>,
+}
+
+/// An operation that started and has not ended.
+struct Started {
+    id: u64,
+    name: String,
+    key: String,
+    client: String,
+    started: Duration,
+    effects: Vec<String>,
+}
+
+impl Running {
+    fn lock(&self) -> MutexGuard<'_, RunningInner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Aborts every operation's task; returns those that had started and not ended.
+    fn stop_all(&self) -> Vec<Started> {
+        let mut inner = self.lock();
+        for task in std::mem::take(&mut inner.tasks).into_values() {
+            task.abort();
+        }
+        std::mem::take(&mut inner.started).into_values().collect()
+    }
+}
+
 async fn run_op<M: Send + 'static>(
     workload: &Workload<M>,
     ctx: &Ctx,
     op: Operation<M>,
     client: String,
     key: Option<String>,
+    running: &Running,
+    index: u64,
 ) -> OpRecord {
     let id = workload.next_id();
     let key = key.unwrap_or_else(|| format!("op-{id}"));
     let identity = format!("{}#{id}", op.name);
     ctx.record("op.start", &identity, format!("key={key} client={client}"));
     let started = ctx.elapsed();
+    running.lock().started.insert(
+        index,
+        Started {
+            id,
+            name: op.name.clone(),
+            key: key.clone(),
+            client: client.clone(),
+            started,
+            effects: op.effects.clone(),
+        },
+    );
     let op_ctx = OpCtx {
         id,
         key: key.clone(),
@@ -270,8 +390,13 @@ async fn run_op<M: Send + 'static>(
         ctx: ctx.clone(),
     };
     let outcome = (op.body)(op_ctx).await;
+    {
+        let mut running = running.lock();
+        running.started.remove(&index);
+        running.tasks.remove(&index);
+    }
     ctx.record("op.end", &identity, outcome.label());
-    OpRecord { id, name: op.name.clone(), key, client, started, ended: ctx.elapsed(), outcome }
+    OpRecord { id, name: op.name.clone(), key, client, started, ended: ctx.elapsed(), outcome, effects: op.effects }
 }
 
 /// Counts outcomes by operation name and kind, for summaries.

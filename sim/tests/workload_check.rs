@@ -21,7 +21,8 @@ fn workload() -> Workload<Counter> {
             op.model().value += n;
             check::effect(op.ctx(), "add", op.key(), n.to_string());
             OpOutcome::Ok(format!("add {n}"))
-        }))
+        })
+        .effect("add"))
         .op(Operation::new("read", 1, |op: OpCtx<Counter>| async move {
             let v = op.model().value;
             OpOutcome::Ok(format!("read {v}"))
@@ -79,7 +80,7 @@ fn the_idempotency_oracle_fires_on_a_key_that_took_effect_twice() {
 fn the_idempotency_oracle_fires_on_an_acknowledged_key_without_effect() {
     let report = Simulation::new("idempotency_missing").seeds(0..1).confirm(0).run(|ctx: Ctx| async move {
         let w = Workload::new(())
-            .op(Operation::new("add", 1, |_op: OpCtx<()>| async move { OpOutcome::Ok("add 1".into()) }));
+            .op(Operation::new("add", 1, |_op: OpCtx<()>| async move { OpOutcome::Ok("added".into()) }).effect("add"));
         let record = w.run_one(&ctx, "add", "client-0", None).await.expect("add exists");
         check::idempotency(&ctx, &[record], "add")
     });
@@ -190,4 +191,204 @@ fn liveness_requires_progress_within_the_bound() {
         .await
     });
     recovers.assert_passed();
+}
+
+/// Records an event from its final check.
+struct Summarises(Ctx);
+
+impl Check for Summarises {
+    fn name(&self) -> &str {
+        "summarises"
+    }
+    fn finish(&mut self, _ctx: &Ctx) -> Verdict {
+        self.0.record("check.summary", "summarises", "all good");
+        Verdict::Pass
+    }
+}
+
+/// Fails on any event of kind `kind`.
+struct Forbids(&'static str);
+
+impl Check for Forbids {
+    fn name(&self) -> &str {
+        "forbids"
+    }
+    fn on_event(&mut self, event: &Entry) -> Verdict {
+        if event.kind == self.0 { Verdict::Violation(format!("saw {}", event.kind)) } else { Verdict::Pass }
+    }
+}
+
+#[test]
+fn a_final_check_may_record_events_and_every_check_sees_them() {
+    Simulation::new("finish_records")
+        .seeds(0..1)
+        .watchdog(Duration::from_secs(20))
+        .run(|ctx: Ctx| async move {
+            ctx.add_check(Summarises(ctx.clone()));
+            ctx.record("x", "y", "z");
+            Ok(())
+        })
+        .assert_passed();
+    let report =
+        Simulation::new("finish_records_checked").seeds(0..1).confirm(0).watchdog(Duration::from_secs(20)).run(
+            |ctx: Ctx| async move {
+                ctx.add_check(Summarises(ctx.clone()));
+                ctx.add_check(Forbids("check.summary"));
+                Ok(())
+            },
+        );
+    let failure = report.first_failure().and_then(|o| o.failure.clone()).expect("caught");
+    assert_eq!((failure.class, failure.oracle.as_deref()), (Class::Correctness, Some("forbids")), "{failure}");
+}
+
+/// Derives an event from each event of kind `x`.
+struct Derives(Ctx);
+
+impl Check for Derives {
+    fn name(&self) -> &str {
+        "derives"
+    }
+    fn on_event(&mut self, event: &Entry) -> Verdict {
+        if event.kind == "x" {
+            self.0.record("derived", "derives", "from x");
+        }
+        Verdict::Pass
+    }
+}
+
+#[test]
+fn events_recorded_inside_on_event_are_delivered_to_every_check() {
+    let report = Simulation::new("on_event_records").seeds(0..2).confirm(0).run(|ctx: Ctx| async move {
+        ctx.add_check(Derives(ctx.clone()));
+        ctx.add_check(Forbids("derived"));
+        ctx.record("x", "y", "z");
+        Ok(())
+    });
+    assert_eq!(report.failures().count(), report.outcomes.len(), "{report}");
+    let failure = report.first_failure().and_then(|o| o.failure.clone()).expect("caught");
+    assert_eq!(failure.oracle.as_deref(), Some("forbids"), "{failure}");
+    assert_eq!(failure.at(), Some(Duration::ZERO), "{failure}");
+}
+
+#[test]
+fn the_idempotency_oracle_links_operations_to_effects_by_declaration() {
+    // Declared: an acknowledged payment must have charged, whatever its outcome's text says.
+    let report =
+        Simulation::new("idempotency_declared").seeds(0..1).confirm(0).run(|ctx: Ctx| async move {
+            let w = Workload::new(())
+                .op(Operation::new("pay", 1, |_op: OpCtx<()>| async move { OpOutcome::Ok("paid".into()) })
+                    .effect("charge"));
+            let records =
+                w.run(&ctx, Budget { ops: 3, window: Duration::from_secs(1), drain: Duration::from_secs(1) }).await;
+            check::idempotency(&ctx, &records, "charge")
+        });
+    let failure = report.first_failure().and_then(|o| o.failure.clone()).expect("caught");
+    assert_eq!(failure.oracle.as_deref(), Some("idempotency"), "{failure}");
+    assert!(failure.message.contains("acknowledged but took no charge effect"), "{failure}");
+    // Undeclared: the oracle cannot know which operations charge, and says so.
+    let report =
+        Simulation::new("idempotency_undeclared").seeds(0..1).confirm(0).run(|ctx: Ctx| async move {
+            let w = Workload::new(())
+                .op(Operation::new("pay", 1, |_op: OpCtx<()>| async move { OpOutcome::Ok("paid".into()) }));
+            let records =
+                w.run(&ctx, Budget { ops: 3, window: Duration::from_secs(1), drain: Duration::from_secs(1) }).await;
+            check::idempotency(&ctx, &records, "charge")
+        });
+    let failure = report.first_failure().and_then(|o| o.failure.clone()).expect("caught");
+    assert!(failure.message.contains("Operation::effect(\"charge\")"), "{failure}");
+}
+
+#[test]
+fn every_request_log_handle_of_a_run_shares_one_id_space() {
+    Simulation::new("one_response_handles")
+        .seeds(0..2)
+        .run(|ctx: Ctx| async move {
+            ctx.add_check(OneResponse::default());
+            let (mine, shared) = (RequestLog::of(&ctx), RequestLog::of(&ctx));
+            let a = mine.start(&ctx, "GET /a");
+            let b = shared.start(&ctx, "GET /b");
+            mine.end(a, Ok(200));
+            shared.end(b, Ok(200));
+            let ids: Vec<String> =
+                ctx.history().entries().filter(|e| e.kind == "http.request").map(|e| e.identity.clone()).collect();
+            if ids != ["req#1", "req#2"] {
+                return Err(Failure::correctness("workload", format!("{ids:?}")));
+            }
+            Ok(())
+        })
+        .assert_passed();
+}
+
+#[test]
+fn an_empty_workload_and_operations_of_weight_zero_run_nothing() {
+    Simulation::new("workload_empty")
+        .seeds(0..4)
+        .run(|ctx: Ctx| async move {
+            let budget = Budget { ops: 3, window: Duration::from_secs(1), drain: Duration::from_secs(1) };
+            let empty = Workload::new(()).run(&ctx, budget.clone()).await;
+            let disabled = Workload::new(())
+                .op(Operation::new("disabled", 0, |_op: OpCtx<()>| async { OpOutcome::Ok("ran".into()) }))
+                .run(&ctx, budget.clone())
+                .await;
+            let mixed = Workload::new(())
+                .op(Operation::new("disabled", 0, |_op: OpCtx<()>| async { OpOutcome::Ok("ran".into()) }))
+                .op(Operation::new("enabled", 1, |_op: OpCtx<()>| async { OpOutcome::Ok("ran".into()) }))
+                .run(&ctx, budget)
+                .await;
+            if !empty.is_empty()
+                || !disabled.is_empty()
+                || mixed.iter().any(|r| r.name != "enabled")
+                || mixed.len() != 3
+            {
+                return Err(Failure::correctness("workload", format!("{empty:?} {disabled:?} {mixed:?}")));
+            }
+            Ok(())
+        })
+        .assert_passed();
+}
+
+#[test]
+fn operations_still_running_at_the_drain_deadline_are_indeterminate_and_stopped() {
+    Simulation::new("workload_drain_deadline")
+        .seeds(0..4)
+        .run(|ctx: Ctx| async move {
+            let ticks = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+            let counted = ticks.clone();
+            let w = Workload::new(()).op(Operation::new("hang", 1, move |_op: OpCtx<()>| {
+                let ticks = counted.clone();
+                async move {
+                    loop {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        ticks.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    }
+                }
+            }));
+            let records =
+                w.run(&ctx, Budget { ops: 5, window: Duration::from_secs(1), drain: Duration::from_secs(1) }).await;
+            let outcomes: Vec<&OpOutcome> = records.iter().map(|r| &r.outcome).collect();
+            if records.len() != 5 || !records.iter().all(|r| r.outcome.is_indeterminate()) {
+                return Err(Failure::correctness("workload", format!("{outcomes:?}")));
+            }
+            let ends = ctx.history().entries().filter(|e| e.kind == "op.end").count();
+            let before = ticks.load(std::sync::atomic::Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let after = ticks.load(std::sync::atomic::Ordering::SeqCst);
+            if ends != 5 || before != after {
+                return Err(Failure::correctness("workload", format!("{ends} ends; ticks {before} then {after}")));
+            }
+            Ok(())
+        })
+        .assert_passed();
+}
+
+#[test]
+fn liveness_says_the_last_attempt_was_cut_off_by_the_bound() {
+    let report = Simulation::new("liveness_pending").seeds(0..1).confirm(0).run(|ctx: Ctx| async move {
+        let bound = LivenessBound::new().plus("client timeout", Duration::from_secs(2));
+        check::liveness(&ctx, &bound, std::future::pending::<OpOutcome>).await
+    });
+    let failure = report.first_failure().and_then(|o| o.failure.clone()).expect("caught");
+    assert_eq!(failure.oracle.as_deref(), Some("progress"), "{failure}");
+    assert!(failure.message.contains("still running when the bound ran out"), "{failure}");
+    assert!(!failure.message.contains("no attempt"), "{failure}");
 }

@@ -305,7 +305,7 @@ fn workload() -> Workload<Model> {
         .op(Operation::new("add", 5, add))
         .op(Operation::new("remove", 1, remove))
         .op(Operation::new("get", 2, get_cart))
-        .op(Operation::new("checkout", 3, checkout))
+        .op(Operation::new("checkout", 3, checkout).effect("charge"))
         .op(Operation::new("rotate", 1, rotate))
 }
 
