@@ -13,7 +13,7 @@
 //! |---|---|
 //! | [`seed`] | [`Seed`], the seed tree, [`Source`] and its draws |
 //! | [`swarm`] | named dimensions drawn per seed, overridable (`SIM_SWARM`) |
-//! | [`runtime`] | the run's thread and runtime; [`runtime::interpose`] (libc interposition) |
+//! | [`runtime`] | the run's thread and runtime; task owners ([`spawn_detached`]); [`runtime::interpose`] (libc interposition) |
 //! | [`driver`] | the harness event queue |
 //! | [`history`] | the event log, its chained hash, and the diff of two histories |
 //! | [`net`] | the simulated TCP network: hosts, names, links, streams, faults, adapters |
@@ -72,6 +72,8 @@ pub use driver::{Driver, Event, EventId};
 pub use report::{Class, Failure, Outcome, Report};
 #[cfg(tokio_unstable)]
 pub use run::{Ctx, Mode, Seeds, Simulation};
+#[cfg(tokio_unstable)]
+pub use runtime::spawn_detached;
 #[cfg(tokio_unstable)]
 pub use seed::{Seed, Source};
 #[cfg(tokio_unstable)]

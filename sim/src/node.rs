@@ -3,7 +3,8 @@
 //! A [`Service`] is an async entry point (`Fn(NodeCtx) -> Future<Output = Result<(), BoxError>>`)
 //! with replicas, a termination grace and optional other versions. [`System::start`] starts each
 //! replica as a *node* (`cart-0`, `cart-1`, …) on its own host, routes the service's name to its
-//! replicas ClusterIP-style, and waits until each says it is ready.
+//! replicas ClusterIP-style, and waits until each says it is ready (a [`Service::finite`] job is
+//! not waited for: it has no readiness).
 //!
 //! **Lifecycle events** ([`Lifecycle`]), usable at fake times ([`System::at`]) and drawn by the
 //! swarm ([`System::schedule_lifecycle`]), follow Kubernetes:
@@ -13,10 +14,15 @@
 //! | start | a new *incarnation* of the node: a fresh [`NodeCtx`] and host handle |
 //! | sigterm | the shutdown signal fires; the node must end within its grace, else it is killed |
 //! | crash | the incarnation's tasks are dropped and its sockets fenced: seeded between *reset* (every connection reset: a killed process) and *vanish* (silence: a dead machine) |
-//! | sigkill-after(d) | SIGTERM, then crash at +d if still running (`terminationGracePeriodSeconds`) |
+//! | sigkill-after(d) | SIGTERM with `d` as the grace for this event, then a kill at +d if still running (`kubectl delete --grace-period`) |
 //! | restart | crash or SIGTERM (seeded), then start on the same host |
 //! | rollout | per replica: out of routing, SIGTERM, start (maybe another version), wait ready, back in |
 //! | partition(d) | the node's host is cut off for d |
+//!
+//! An event naming a node, service or version that does not exist is an error (oracle
+//! `lifecycle`), never a silent no-op. A crash or a kill that ends an incarnation while something
+//! waits for it to become ready (a start, a restart, a rollout) is a lifecycle event, not a
+//! readiness failure: the wait ends there, and the node stays down until the next start.
 //!
 //! **Dropping a node's tasks.** tokio cannot abort a task by id, so a node's tasks are reached two
 //! ways: every task spawned through the node — [`NodeCtx::spawn`], its hyper [`NodeCtx::executor`],
@@ -24,14 +30,27 @@
 //! every task is given, at spawn, the node of the task that spawned it (lineage through tokio's
 //! spawn hook), so a task spawned by a library with a plain `tokio::spawn` is still known to be
 //! the node's. When an incarnation ends, its host handle refuses every operation (`ENETDOWN`) and
-//! its sockets are fenced, and any of its tasks still alive that is polled afterwards is counted:
-//! a crashed node's task that runs after the crash is a *leak* failure naming where it was
-//! spawned, and so is a task left behind by a node that stopped cleanly.
+//! its sockets are fenced, and any of its tasks that keeps running afterwards is counted: a
+//! crashed node's task that runs after the crash is a *leak* failure (oracle `zombie`, checked at
+//! the end of every run and by [`System::stop`]), and a task left behind by a node that stopped
+//! cleanly is a *leak* (oracle `leak`) naming where it was spawned. The drop cascade of the end
+//! itself — tokio cancelling aborted tasks (a `JoinSet`'s children too), a worker waking to find
+//! its channels closed and returning, a task a destructor spawns — is not counted (see
+//! [`crate::runtime`]). A task of a shared model that serves every node (an in-memory store's
+//! actor) belongs to no node: spawn it with [`crate::spawn_detached`].
 //!
-//! **Exit causes** are recorded ([`ExitCause`]) and checked: a node that ends with no lifecycle
-//! event sent (unless its service is [`Service::finite`]), that answers SIGTERM with an error, or
-//! that outlives its grace, is a correctness failure of the `exit-cause` oracle. A node served with
-//! [`serve`] that stops after SIGTERM while requests are still in flight (it did not drain) is a
+//! **A crash runs destructors** (a known difference from SIGKILL): ending an incarnation aborts
+//! its tasks, and tokio drops an aborted task's future, so `Drop` impls run — a lock guard
+//! releases, a lease is given back, a buffered writer flushes — where a killed process would run
+//! nothing. Keep state that must survive a crash out of destructors' reach, or model it in a
+//! shared model the crash does not touch.
+//!
+//! **Exit causes** are recorded ([`ExitCause`]) at the instant the entry point returns, and
+//! checked: a node that ends with no lifecycle event sent (unless its service is
+//! [`Service::finite`] and returned `Ok`, or is [`Service::may_fail`] and returned an error), that
+//! answers SIGTERM with an error, or that outlives its grace, is a correctness failure of the
+//! `exit-cause` oracle. A node served with [`serve`] that stops after SIGTERM while requests are
+//! still in flight — a handler still running, or a response body not yet fully sent — is a
 //! correctness failure of the `drain` oracle.
 
 use std::collections::BTreeMap;
@@ -41,6 +60,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::check::{Check, Verdict};
 use crate::net::{Ending, Host, Partition};
 use crate::report::{Class, Failure};
 use crate::runtime::Owner;
@@ -62,6 +82,7 @@ pub struct Service {
     ready_timeout: Duration,
     env: BTreeMap<String, String>,
     finite: bool,
+    may_fail: bool,
 }
 
 impl std::fmt::Debug for Service {
@@ -87,6 +108,7 @@ impl Service {
             ready_timeout: Duration::from_secs(30),
             env: BTreeMap::new(),
             finite: false,
+            may_fail: false,
         }
     }
 
@@ -106,13 +128,17 @@ impl Service {
         self
     }
 
-    /// How long a node may take to stop after SIGTERM before it is killed.
+    /// How long a node may take to stop after SIGTERM before it is killed (Kubernetes'
+    /// `terminationGracePeriodSeconds`); outliving it fails the `exit-cause` oracle.
+    /// [`Lifecycle::SigkillAfter`] gives its own grace for that one event.
     pub fn grace(mut self, grace: Duration) -> Service {
         self.grace = grace;
         self
     }
 
-    /// How long a node may take to say it is ready.
+    /// How long a node may take to say it is ready ([`NodeCtx::set_ready`]) when something waits
+    /// for it (a start, a restart, a rollout); not ready by then is a liveness failure of oracle
+    /// `readiness`. Unused for a [`Service::finite`] job.
     pub fn ready_timeout(mut self, timeout: Duration) -> Service {
         self.ready_timeout = timeout;
         self
@@ -124,14 +150,26 @@ impl Service {
         self
     }
 
-    /// The service may end on its own (a job, not a server).
+    /// The service is a job, not a server: it may return `Ok` on its own (recorded as
+    /// [`ExitCause::Returned`]), and nothing waits for it to become ready — [`System::start`]
+    /// returns once it is launched (Kubernetes gates no rollout on a Job's readiness). A job that
+    /// returns an error on its own still fails the `exit-cause` oracle, unless
+    /// [`Service::may_fail`].
     pub fn finite(mut self) -> Service {
         self.finite = true;
         self
     }
+
+    /// The node may end on its own with an error without failing the run: a job allowed to fail,
+    /// a server expected to exit when a dependency is gone. The exit is still recorded
+    /// ([`ExitCause::Error`]). Answering SIGTERM with an error is still a failure.
+    pub fn may_fail(mut self) -> Service {
+        self.may_fail = true;
+        self
+    }
 }
 
-/// Why a node's incarnation ended.
+/// Why a node's incarnation ended, as recorded at the instant it ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ExitCause {
     /// Its entry point returned `Ok` with no lifecycle event sent.
@@ -142,7 +180,8 @@ pub enum ExitCause {
     Signal(Result<(), String>),
     /// It was crashed.
     Crash(CrashMode),
-    /// It was still running when its grace after SIGTERM ran out, and was killed.
+    /// It was still running when its grace after SIGTERM ran out (the service's, or the one
+    /// [`Lifecycle::SigkillAfter`] gave), and was killed: its connections are reset.
     Killed,
 }
 
@@ -172,18 +211,25 @@ pub struct ExitRecord {
     pub aborted_tasks: usize,
 }
 
-/// A lifecycle event for a node (or, for a rollout, a service).
+/// A lifecycle event for a node (or, for a rollout, a service). Naming a node, service or
+/// version that does not exist makes [`System::apply`] fail (oracle `lifecycle`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Lifecycle {
-    /// Starts the node if it is down.
+    /// Starts the node if it is down, and waits until it is ready (not for a job). Ready-wait
+    /// ended by a crash or kill of that incarnation is not a failure.
     Start(String),
-    /// Sends SIGTERM.
+    /// Sends SIGTERM (nothing if the node is down or already terminating).
     Sigterm(String),
-    /// Crashes the node (`None`: the seed picks the mode).
+    /// Crashes the node (`None`: the seed picks the mode); nothing if it is down.
     Crash(String, Option<CrashMode>),
-    /// SIGTERM, then a crash after the given time if the node still runs.
+    /// SIGTERM with the given duration as the grace for this event (it replaces the service's
+    /// grace, as `kubectl delete --grace-period` does): if the node still runs when it has
+    /// passed, it is killed ([`ExitCause::Killed`]), which is what the event asked for and not
+    /// a failure. On a node already terminating, it adds that kill; the earlier SIGTERM's grace
+    /// still holds.
     SigkillAfter(String, Duration),
-    /// Restarts the node: gracefully (SIGTERM, wait) or by a crash, then starts it.
+    /// Restarts the node: gracefully (`true`: SIGTERM, wait until it ended, killed after its
+    /// grace) or by a crash (`false`), then starts it and waits until it is ready.
     Restart(String, bool),
     /// Rolls a service out, replica by replica, to a version (`None`: the same version).
     Rollout(String, Option<String>),
@@ -226,7 +272,9 @@ struct NodeInner {
     host: Host,
     env: BTreeMap<String, String>,
     shutdown: tokio::sync::watch::Receiver<bool>,
-    ready: tokio::sync::watch::Sender<bool>,
+    /// Set once the node looked at its shutdown signal after SIGTERM.
+    observed_sigterm: Arc<std::sync::atomic::AtomicBool>,
+    status: tokio::sync::watch::Sender<Status>,
     tasks: TaskSet,
     /// Requests [`serve`] is handling: (sequence, `METHOD path`).
     inflight: Arc<Mutex<InFlight>>,
@@ -236,6 +284,18 @@ struct NodeInner {
 struct InFlight {
     next: u64,
     open: BTreeMap<u64, String>,
+}
+
+/// Where an incarnation is, for those waiting on it (a start waiting for readiness, a restart
+/// waiting for the end).
+#[derive(Clone, Debug, Default)]
+struct Status {
+    /// It said it is ready.
+    ready: bool,
+    /// It ended, and why.
+    ended: Option<ExitCause>,
+    /// Its end was fully processed: tasks aborted and dropped, sockets fenced, leftovers checked.
+    settled: bool,
 }
 
 /// What a node's entry point gets: its host, its shutdown signal, a readiness switch, and a way to
@@ -295,21 +355,37 @@ impl NodeCtx {
 
     /// Whether SIGTERM was received.
     pub fn terminating(&self) -> bool {
-        *self.inner.shutdown.borrow()
+        let terminating = *self.inner.shutdown.borrow();
+        if terminating {
+            self.inner.observed_sigterm.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        terminating
     }
 
     /// Resolves when SIGTERM arrives (at once if it already did). `Send + 'static`, for
     /// `with_graceful_shutdown`-style APIs.
+    ///
+    /// This and [`NodeCtx::terminating`] are how a node learns of SIGTERM; the `exit-cause`
+    /// oracle counts a node as answering SIGTERM only once it did (an entry point that returns
+    /// an error after a SIGTERM it never looked at failed on its own).
     pub fn shutdown_signal(&self) -> impl Future<Output = ()> + Send + 'static {
         let mut rx = self.inner.shutdown.clone();
+        let observed = Arc::clone(&self.inner.observed_sigterm);
         async move {
-            let _ = rx.wait_for(|term| *term).await;
+            if rx.wait_for(|term| *term).await.is_ok() {
+                observed.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
         }
     }
 
     /// Says the node is ready to serve (its readiness probe passes).
     pub fn set_ready(&self) {
-        let _ = self.inner.ready.send(true);
+        // Once the incarnation ended, it cannot become ready any more.
+        self.inner.status.send_if_modified(|status| {
+            let changed = !status.ready && status.ended.is_none();
+            status.ready |= changed;
+            changed
+        });
     }
 
     /// Spawns a task that belongs to the node: aborted when the incarnation ends.
@@ -319,7 +395,7 @@ impl NodeCtx {
         F::Output: Send + 'static,
     {
         let handle = tokio::spawn(future);
-        self.inner.ctx.tasks().set_owner(handle.id(), self.inner.owner);
+        self.inner.ctx.tasks().set_owner(handle.id(), Some(self.inner.owner));
         self.inner.tasks.track(handle.abort_handle());
         handle
     }
@@ -365,6 +441,10 @@ where
 /// accepts on `listener`, serves each connection on the node's executor with tokio's timers,
 /// and on SIGTERM stops accepting and drains: it returns once every open connection has finished
 /// its in-flight requests (hyper's graceful shutdown; bounded only by the node's grace).
+///
+/// For the `drain` oracle a request is in flight from when its handler is called until its
+/// response body has been sent to the end (or dropped: the client went away), so a streaming
+/// body cut off by a node that returns early is caught like an unanswered request.
 ///
 /// # Errors
 /// Never: accept errors end the loop as a closed listener does.
@@ -418,10 +498,11 @@ impl<S, B> tower_service::Service<http::Request<hyper::body::Incoming>> for Trac
 where
     S: tower_service::Service<http::Request<hyper::body::Incoming>, Response = http::Response<B>>,
     S::Future: Send + 'static,
+    B: hyper::body::Body + Send + 'static,
 {
-    type Response = S::Response;
+    type Response = http::Response<TrackedBody<B>>;
     type Error = S::Error;
-    type Future = Pin<Box<dyn Future<Output = Result<S::Response, S::Error>> + Send>>;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, S::Error>> + Send>>;
 
     fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), S::Error>> {
         self.inner.poll_ready(cx)
@@ -436,13 +517,43 @@ where
             seq
         };
         let future = self.inner.call(request);
-        // Removed when the handler finishes, or when hyper drops it (its client went away).
+        // Removed when the response body has been sent to the end, or when hyper drops the
+        // handler's future or the body (its client went away).
         let done = Done { inflight: Arc::clone(&self.inflight), seq };
         Box::pin(async move {
-            let response = future.await;
-            drop(done);
-            response
+            let response = future.await?;
+            Ok(response.map(|body| TrackedBody { inner: Box::pin(body), done: Some(done) }))
         })
+    }
+}
+
+/// A response body that keeps its request in flight until its last frame was taken.
+struct TrackedBody<B> {
+    inner: Pin<Box<B>>,
+    done: Option<Done>,
+}
+
+impl<B: hyper::body::Body> hyper::body::Body for TrackedBody<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<B::Data>, B::Error>>> {
+        let polled = self.inner.as_mut().poll_frame(cx);
+        if matches!(polled, std::task::Poll::Ready(None | Some(Err(_)))) {
+            self.done = None;
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
     }
 }
 
@@ -473,11 +584,14 @@ struct Instance {
     owner: Owner,
     phase: Phase,
     shutdown: Option<tokio::sync::watch::Sender<bool>>,
-    ready: Option<tokio::sync::watch::Receiver<bool>>,
+    status: tokio::sync::watch::Sender<Status>,
     tasks: TaskSet,
     root: Option<tokio::task::AbortHandle>,
-    sigterm_sent: bool,
-    crashed: bool,
+    /// When SIGTERM was sent to this incarnation.
+    sigterm_at: Option<Duration>,
+    /// Whether the incarnation looked at its shutdown signal after SIGTERM (a resolved
+    /// [`NodeCtx::shutdown_signal`], or [`NodeCtx::terminating`] saying so).
+    observed_sigterm: Arc<std::sync::atomic::AtomicBool>,
     inflight: Arc<Mutex<InFlight>>,
 }
 
@@ -485,9 +599,10 @@ struct State {
     services: BTreeMap<String, Service>,
     instances: BTreeMap<String, Instance>,
     exits: Vec<ExitRecord>,
-    owners: BTreeMap<Owner, (String, u64)>,
-    next_owner: Owner,
 }
+
+/// The node incarnation each task owner stands for: shared with the end-of-run zombie check.
+type Owners = Arc<Mutex<BTreeMap<Owner, (String, u64)>>>;
 
 /// The run's nodes: services, their instances, their lifecycle, and what ended them. Cheap to
 /// clone.
@@ -495,6 +610,7 @@ struct State {
 pub struct System {
     ctx: Ctx,
     state: Arc<Mutex<State>>,
+    owners: Owners,
 }
 
 impl std::fmt::Debug for System {
@@ -503,22 +619,97 @@ impl std::fmt::Debug for System {
     }
 }
 
+/// One incarnation, as those waiting on it see it.
+struct Watch {
+    incarnation: u64,
+    status: tokio::sync::watch::Receiver<Status>,
+}
+
+impl Watch {
+    /// Until the incarnation's end has been fully processed. Bounded by the grace timer of a
+    /// SIGTERM, or by nothing at all for an incarnation nobody stops.
+    async fn settled(mut self) {
+        // An error means every sender is gone: nothing can end it any more.
+        let _ = self.status.wait_for(|s| s.settled).await;
+    }
+}
+
+/// An incarnation that has just ended, for the rest of its end ([`System::settle`]).
+struct Ended {
+    name: String,
+    incarnation: u64,
+    owner: Owner,
+    crashed: bool,
+    status: tokio::sync::watch::Sender<Status>,
+}
+
 fn fail_exit(ctx: &Ctx, message: String) {
     ctx.fail(Failure::correctness("exit-cause", message));
 }
 
+fn lifecycle_error(message: String) -> Failure {
+    Failure::correctness("lifecycle", message)
+}
+
+fn names<'a>(keys: impl Iterator<Item = &'a String>) -> String {
+    keys.map(String::as_str).collect::<Vec<_>>().join(", ")
+}
+
+/// Polls of tasks of ended incarnations after they ended, by node and incarnation.
+fn zombies(ctx: &Ctx, owners: &Owners) -> BTreeMap<(String, u64), u64> {
+    let polls = ctx.tasks().zombie_polls();
+    let owners = owners.lock().unwrap_or_else(|p| p.into_inner());
+    polls.into_iter().filter_map(|(owner, n)| owners.get(&owner).map(|k| (k.clone(), n))).collect()
+}
+
+fn zombie_failure(zombies: &BTreeMap<(String, u64), u64>) -> Option<Failure> {
+    let ((node, incarnation), polls) = zombies.iter().next()?;
+    Some(
+        Failure::new(
+            Class::Leak,
+            format!(
+                "tasks of {node} (incarnation {incarnation}) kept running after it ended ({polls} poll(s) since): spawn a \
+                 node's tasks through its NodeCtx so they die with it (a task of a shared model that serves every node: \
+                 sim::spawn_detached)"
+            ),
+        )
+        .oracle("zombie"),
+    )
+}
+
+/// The zombie oracle at the end of every run that has a [`System`].
+struct ZombieCheck {
+    owners: Owners,
+}
+
+impl Check for ZombieCheck {
+    fn name(&self) -> &str {
+        "zombie"
+    }
+
+    fn finish(&mut self, ctx: &Ctx) -> Verdict {
+        // A leak, not a correctness violation: reported with its own class.
+        if let Some(failure) = zombie_failure(&zombies(ctx, &self.owners)) {
+            ctx.fail(failure);
+        }
+        Verdict::Pass
+    }
+}
+
 impl System {
-    /// The nodes of the run of `ctx`.
+    /// The nodes of the run of `ctx`. Installs the end-of-run zombie check (a task of an ended
+    /// incarnation that kept running fails the run with class *leak*, oracle `zombie`).
     pub fn new(ctx: &Ctx) -> System {
+        let owners = Owners::default();
+        ctx.add_check(ZombieCheck { owners: Arc::clone(&owners) });
         System {
             ctx: ctx.clone(),
             state: Arc::new(Mutex::new(State {
                 services: BTreeMap::new(),
                 instances: BTreeMap::new(),
                 exits: Vec::new(),
-                owners: BTreeMap::new(),
-                next_owner: 0,
             })),
+            owners,
         }
     }
 
@@ -545,11 +736,11 @@ impl System {
                     owner: Owner::MAX,
                     phase: Phase::Down,
                     shutdown: None,
-                    ready: None,
+                    status: tokio::sync::watch::Sender::new(Status::default()),
                     tasks: TaskSet::default(),
                     root: None,
-                    sigterm_sent: false,
-                    crashed: false,
+                    sigterm_at: None,
+                    observed_sigterm: Arc::default(),
                     inflight: Arc::default(),
                 },
             );
@@ -561,18 +752,23 @@ impl System {
         names
     }
 
-    /// Starts every node that is down and waits until all are ready.
+    /// Starts every node that is down and waits until each is ready (jobs, [`Service::finite`],
+    /// are not waited for). A node that is crashed or killed while it starts is not waited for
+    /// either: that is a lifecycle event, not a readiness failure.
     ///
     /// # Errors
-    /// A liveness failure naming the node that was not ready within its service's ready timeout.
+    /// A liveness failure (oracle `readiness`) naming the node that was not ready within its
+    /// service's ready timeout.
     pub async fn start(&self) -> Result<(), Failure> {
         let names: Vec<String> =
             self.lock().instances.iter().filter(|(_, i)| i.phase == Phase::Down).map(|(n, _)| n.clone()).collect();
-        for name in &names {
-            self.start_node(name, None);
+        let mut started = Vec::new();
+        for name in names {
+            let watch = self.launch(&name, None)?;
+            started.push((name, watch));
         }
-        for name in &names {
-            self.wait_ready(name).await?;
+        for (name, watch) in started {
+            self.wait_ready(&name, watch).await?;
         }
         Ok(())
     }
@@ -592,24 +788,39 @@ impl System {
         self.lock().instances.iter().filter(|(_, i)| i.phase != Phase::Down).map(|(n, _)| n.clone()).collect()
     }
 
-    fn start_node(&self, name: &str, version: Option<&str>) {
+    fn unknown_node(st: &State, name: &str) -> Failure {
+        lifecycle_error(format!("no node {name:?} (nodes: {})", names(st.instances.keys())))
+    }
+
+    fn check_node(&self, name: &str) -> Result<(), Failure> {
+        let st = self.lock();
+        if st.instances.contains_key(name) { Ok(()) } else { Err(Self::unknown_node(&st, name)) }
+    }
+
+    /// Starts a node if it is down, as `version` (else the version it ran last); returns the
+    /// incarnation running.
+    fn launch(&self, name: &str, version: Option<&str>) -> Result<Watch, Failure> {
         let mut st = self.lock();
-        let Some(instance) = st.instances.get(name) else { return };
-        if instance.phase != Phase::Down {
-            return;
-        }
+        let Some(instance) = st.instances.get(name) else { return Err(Self::unknown_node(&st, name)) };
         let service_name = instance.service.clone();
-        let Some(service) = st.services.get(&service_name).cloned() else { return };
-        let wanted = version.map(str::to_string).unwrap_or_else(|| instance.version.clone());
-        let (version, entry) =
-            service.versions.iter().find(|(v, _)| *v == wanted).cloned().unwrap_or_else(|| service.versions[0].clone());
-        let owner = st.next_owner;
-        st.next_owner += 1;
+        let service = st.services.get(&service_name).cloned().expect("every instance's service was declared with it");
+        let wanted = version.map_or_else(|| instance.version.clone(), str::to_string);
+        let Some((version, entry)) = service.versions.iter().find(|(v, _)| *v == wanted).cloned() else {
+            return Err(lifecycle_error(format!(
+                "no version {wanted:?} of service {service_name:?} (versions: {})",
+                names(service.versions.iter().map(|(v, _)| v))
+            )));
+        };
+        if instance.phase != Phase::Down {
+            return Ok(Watch { incarnation: instance.incarnation, status: instance.status.subscribe() });
+        }
+        let owner = self.ctx.tasks().new_owner();
         let host = self.ctx.net().start_incarnation(name);
         let incarnation = host.incarnation().unwrap_or(0);
-        st.owners.insert(owner, (name.to_string(), incarnation));
+        self.owners.lock().unwrap_or_else(|p| p.into_inner()).insert(owner, (name.to_string(), incarnation));
         let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
-        let (ready_tx, ready_rx) = tokio::sync::watch::channel(false);
+        let status = tokio::sync::watch::Sender::new(Status::default());
+        let observed_sigterm = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let tasks = TaskSet::default();
         let inflight = Arc::new(Mutex::new(InFlight::default()));
         let instance = st.instances.get_mut(name).expect("checked above");
@@ -619,10 +830,12 @@ impl System {
         instance.owner = owner;
         instance.phase = Phase::Running;
         instance.shutdown = Some(shutdown_tx);
-        instance.ready = Some(ready_rx);
+        instance.status = status.clone();
         instance.tasks = tasks.clone();
-        instance.sigterm_sent = false;
-        instance.crashed = false;
+        instance.root = None;
+        instance.sigterm_at = None;
+        instance.observed_sigterm = Arc::clone(&observed_sigterm);
+        let watch = Watch { incarnation, status: status.subscribe() };
         let node = NodeCtx {
             inner: Arc::new(NodeInner {
                 ctx: self.ctx.clone(),
@@ -635,9 +848,10 @@ impl System {
                 host,
                 env: service.env.clone(),
                 shutdown: shutdown_rx,
-                ready: ready_tx,
+                observed_sigterm,
+                status,
                 tasks,
-                inflight: Arc::clone(&inflight),
+                inflight,
             }),
         };
         drop(st);
@@ -646,69 +860,97 @@ impl System {
         let node_name = name.to_string();
         let root = tokio::spawn(async move {
             let result = entry(node).await.map_err(|e| e.to_string());
-            // Ending the incarnation aborts the node's tasks, this one included: do it from a
-            // harness task (spawned by the driver, so it belongs to no node).
-            let driver = system.ctx.driver().clone();
-            driver.after(
-                Duration::ZERO,
-                Event::new("node.returned", node_name.clone()).detail(format!("{result:?}")).action(move || {
-                    tokio::spawn(async move { system.exited(&node_name, incarnation, result).await });
-                }),
-            );
+            // The cause is recorded now, at the instant the entry point returned; the rest of the
+            // end waits for the aborted tasks to be dropped, on a task of no node (this one ends).
+            if let Some(ended) = system.returned(&node_name, incarnation, result) {
+                drop(crate::runtime::spawn_detached(async move { system.settle(ended).await }));
+            }
         });
-        self.ctx.tasks().set_owner(root.id(), owner);
-        if let Some(i) = self.lock().instances.get_mut(name) {
+        self.ctx.tasks().set_owner(root.id(), Some(owner));
+        if let Some(i) = self.lock().instances.get_mut(name).filter(|i| i.incarnation == incarnation) {
             i.root = Some(root.abort_handle());
         }
+        Ok(watch)
     }
 
-    async fn wait_ready(&self, name: &str) -> Result<(), Failure> {
-        let (rx, timeout) = {
+    /// Waits until an incarnation is ready, or has ended (a lifecycle event, or an exit the
+    /// exit-cause oracle judges), or its service's ready timeout has passed.
+    async fn wait_ready(&self, name: &str, mut watch: Watch) -> Result<(), Failure> {
+        let (timeout, finite) = {
             let st = self.lock();
-            let Some(instance) = st.instances.get(name) else { return Ok(()) };
-            let timeout = st.services.get(&instance.service).map_or(Duration::from_secs(30), |s| s.ready_timeout);
-            (instance.ready.clone(), timeout)
+            let service = st.instances.get(name).and_then(|i| st.services.get(&i.service));
+            (service.map_or(Duration::from_secs(30), |s| s.ready_timeout), service.is_some_and(|s| s.finite))
         };
-        let Some(mut rx) = rx else { return Ok(()) };
-        match tokio::time::timeout(timeout, rx.wait_for(|ready| *ready)).await {
-            Ok(Ok(_)) => {
+        if finite {
+            return Ok(());
+        }
+        let incarnation = watch.incarnation;
+        let waited = tokio::time::timeout(timeout, watch.status.wait_for(|s| s.ready || s.ended.is_some()))
+            .await
+            .map(|r| r.map(|status| status.clone()));
+        match waited {
+            Ok(Ok(status)) if status.ready => {
                 self.ctx.record("node.ready", name, "");
                 Ok(())
             }
-            _ => Err(Failure::liveness("readiness", format!("{name} was not ready within {timeout:?}"))),
+            Ok(Ok(status)) => {
+                let cause = status.ended.map_or_else(String::new, |c| format!("{c:?}"));
+                self.ctx.record(
+                    "node.unready",
+                    name,
+                    format!("incarnation {incarnation} ended before it was ready: {cause}"),
+                );
+                Ok(())
+            }
+            Ok(Err(_)) => {
+                self.ctx.record("node.unready", name, format!("incarnation {incarnation} is gone"));
+                Ok(())
+            }
+            Err(_) => Err(Failure::liveness(
+                "readiness",
+                format!("{name} (incarnation {incarnation}) was not ready within {timeout:?}"),
+            )),
         }
     }
 
-    /// The root of an incarnation returned: record why, then end the process.
-    async fn exited(&self, name: &str, incarnation: u64, result: Result<(), String>) {
-        let (cause, finite) = {
+    /// The entry point of an incarnation returned: records why (and judges it) at this instant,
+    /// and ends the incarnation.
+    fn returned(&self, name: &str, incarnation: u64, result: Result<(), String>) -> Option<Ended> {
+        let (sigterm_at, observed, finite, may_fail) = {
             let st = self.lock();
-            let Some(instance) = st.instances.get(name) else { return };
-            if instance.incarnation != incarnation || instance.crashed {
-                return;
+            let instance = st.instances.get(name)?;
+            if instance.incarnation != incarnation || instance.phase == Phase::Down {
+                return None;
             }
-            let finite = st.services.get(&instance.service).is_some_and(|s| s.finite);
-            let cause = if instance.sigterm_sent {
-                ExitCause::Signal(result.clone())
-            } else {
-                match &result {
-                    Ok(()) => ExitCause::Returned,
-                    Err(e) => ExitCause::Error(e.clone()),
-                }
-            };
-            (cause, finite)
+            let service = st.services.get(&instance.service);
+            (
+                instance.sigterm_at,
+                instance.observed_sigterm.load(std::sync::atomic::Ordering::SeqCst),
+                service.is_some_and(|s| s.finite),
+                service.is_some_and(|s| s.may_fail),
+            )
+        };
+        self.ctx.record("node.returned", name, format!("incarnation {incarnation} {result:?}"));
+        // A SIGTERM the node never looked at did not make it return: it ended on its own.
+        let cause = match (result, sigterm_at.is_some() && observed) {
+            (result, true) => ExitCause::Signal(result),
+            (Ok(()), false) => ExitCause::Returned,
+            (Err(e), false) => ExitCause::Error(e),
+        };
+        let unprompted = match sigterm_at {
+            Some(at) => format!("before acting on the SIGTERM sent at {at:?}"),
+            None => "with no lifecycle event sent".to_string(),
         };
         match &cause {
             ExitCause::Returned if !finite => {
-                fail_exit(
-                    &self.ctx,
-                    format!("{name} (incarnation {incarnation}) returned on its own with no lifecycle event sent"),
-                );
+                fail_exit(&self.ctx, format!("{name} (incarnation {incarnation}) returned on its own {unprompted}"));
             }
-            ExitCause::Error(e) if !finite => {
+            ExitCause::Error(e) if !may_fail => {
                 fail_exit(
                     &self.ctx,
-                    format!("{name} (incarnation {incarnation}) failed on its own with no lifecycle event sent: {e}"),
+                    format!(
+                        "{name} (incarnation {incarnation}) failed on its own {unprompted}: {e} (a service allowed to fail on its own is Service::may_fail)"
+                    ),
                 );
             }
             ExitCause::Signal(Err(e)) => {
@@ -716,34 +958,29 @@ impl System {
             }
             _ => {}
         }
-        self.end(name, incarnation, cause, Ending::Exit).await;
+        self.end_now(name, incarnation, cause, Ending::Exit)
     }
 
-    /// Ends an incarnation: records the exit, aborts its tracked tasks, fences its sockets, and
-    /// checks for tasks it left behind.
-    async fn end(&self, name: &str, incarnation: u64, cause: ExitCause, ending: Ending) {
-        let (owner, tasks, root, inflight) = {
+    /// Ends an incarnation now: records the exit, checks the drain after a SIGTERM, aborts its
+    /// tracked tasks, fences its sockets and marks its tasks' later polls as zombie polls. The
+    /// rest ([`System::settle`]) must run on a task of no node.
+    fn end_now(&self, name: &str, incarnation: u64, cause: ExitCause, ending: Ending) -> Option<Ended> {
+        let (owner, tasks, root, inflight, status, version) = {
             let mut st = self.lock();
-            let Some(instance) = st.instances.get_mut(name) else { return };
+            let instance = st.instances.get_mut(name)?;
             if instance.incarnation != incarnation || instance.phase == Phase::Down {
-                return;
+                return None;
             }
             instance.phase = Phase::Down;
-            instance.crashed = matches!(cause, ExitCause::Crash(_) | ExitCause::Killed);
             instance.shutdown = None;
-            instance.ready = None;
-            let out = (instance.owner, instance.tasks.clone(), instance.root.take(), Arc::clone(&instance.inflight));
-            let at = self.ctx.elapsed();
-            let version = instance.version.clone();
-            st.exits.push(ExitRecord {
-                node: name.to_string(),
-                incarnation,
-                version,
-                cause: cause.clone(),
-                at,
-                aborted_tasks: 0,
-            });
-            out
+            (
+                instance.owner,
+                instance.tasks.clone(),
+                instance.root.take(),
+                Arc::clone(&instance.inflight),
+                instance.status.clone(),
+                instance.version.clone(),
+            )
         };
         if matches!(cause, ExitCause::Signal(_)) {
             let dropped: Vec<String> =
@@ -752,7 +989,7 @@ impl System {
                 self.ctx.fail(Failure::correctness(
                     "drain",
                     format!(
-                        "{name} (incarnation {incarnation}) stopped after SIGTERM with {} request(s) still in flight, which got no response: {}",
+                        "{name} (incarnation {incarnation}) stopped after SIGTERM with {} request(s) still in flight, which got no (complete) response: {}",
                         dropped.len(),
                         dropped.join(", ")
                     ),
@@ -760,43 +997,64 @@ impl System {
             }
         }
         let mut aborted = tasks.abort_all();
-        if let Some(root) = root.filter(|r| !r.is_finished()) {
+        // The root is not aborted when it is the task ending the incarnation (it returned).
+        let current = tokio::task::try_id();
+        if let Some(root) = root.filter(|r| !r.is_finished() && Some(r.id()) != current) {
             root.abort();
             aborted.push(root.id());
         }
         self.ctx.tasks().mark_aborted(aborted.iter().copied());
-        let aborted = aborted.len();
-        if let Some(exit) = self.lock().exits.iter_mut().rev().find(|e| e.node == name && e.incarnation == incarnation)
-        {
-            exit.aborted_tasks = aborted;
-        }
         let (conns, listeners) = self.ctx.net().end_incarnation(name, incarnation, ending);
         self.ctx.tasks().mark_dead(owner);
+        let at = self.ctx.elapsed();
+        self.lock().exits.push(ExitRecord {
+            node: name.to_string(),
+            incarnation,
+            version,
+            cause: cause.clone(),
+            at,
+            aborted_tasks: aborted.len(),
+        });
         self.ctx.record(
             "node.exit",
             name,
-            format!("incarnation {incarnation} {cause:?}: aborted {aborted} tasks, fenced {conns} connection ends and {listeners} listeners"),
+            format!(
+                "incarnation {incarnation} {cause:?}: aborted {} tasks, fenced {conns} connection ends and {listeners} listeners",
+                aborted.len()
+            ),
         );
-        // Let the aborted tasks be dropped, then look for any that escaped tracking.
+        let crashed = matches!(cause, ExitCause::Crash(_) | ExitCause::Killed);
+        status.send_modify(|s| s.ended = Some(cause));
+        Some(Ended { name: name.to_string(), incarnation, owner, crashed, status })
+    }
+
+    /// The rest of an incarnation's end: lets its aborted tasks be dropped, then looks for tasks
+    /// that escaped tracking (a leak if it stopped cleanly); then says it settled.
+    async fn settle(&self, ended: Ended) {
+        // tokio drops an aborted task on its next turn, and a dropped task may wake others that
+        // end in turn (the drop cascade).
         for _ in 0..3 {
             tokio::task::yield_now().await;
         }
         let left: Vec<String> = self
             .ctx
             .tasks()
-            .owned(owner)
+            .owned(ended.owner)
             .into_iter()
             .map(|t| format!("task #{} spawned at {}", t.ordinal, t.spawned_at))
             .collect();
         if !left.is_empty() {
-            let kind = if matches!(cause, ExitCause::Crash(_) | ExitCause::Killed) { "crashed" } else { "stopped" };
-            self.ctx.record("node.leftover", name, left.join("; "));
-            if kind == "stopped" {
+            self.ctx.record("node.leftover", &ended.name, left.join("; "));
+            if !ended.crashed {
                 self.ctx.fail(
                     Failure::new(
                         Class::Leak,
                         format!(
-                            "{name} (incarnation {incarnation}) stopped and left {} task(s) it did not spawn through its NodeCtx running: {}",
+                            "{} (incarnation {}) stopped and left {} task(s) it did not spawn through its NodeCtx running: {} \
+                             (spawn a node's tasks through its NodeCtx; a task of a shared model that serves every node: \
+                             sim::spawn_detached)",
+                            ended.name,
+                            ended.incarnation,
                             left.len(),
                             left.join("; ")
                         ),
@@ -805,46 +1063,91 @@ impl System {
                 );
             }
         }
+        ended.status.send_modify(|s| s.settled = true);
     }
 
-    /// Sends SIGTERM to a node; kills it if it still runs after its service's grace.
-    pub fn sigterm(&self, name: &str) {
-        let (incarnation, grace) = {
+    /// Sends SIGTERM to a node; kills it if it still runs after its service's grace (a failure
+    /// of the `exit-cause` oracle). Nothing if the node is down or already terminating.
+    ///
+    /// # Errors
+    /// A failure of oracle `lifecycle` if there is no such node.
+    pub fn sigterm(&self, name: &str) -> Result<(), Failure> {
+        self.terminate(name, None).map(|_| ())
+    }
+
+    /// SIGTERM with the service's grace (outliving it is a failure), or with `kill_after` as the
+    /// grace of this event (outliving it is the kill the event asked for). Returns the
+    /// incarnation terminating, if the node was up.
+    fn terminate(&self, name: &str, kill_after: Option<Duration>) -> Result<Option<Watch>, Failure> {
+        let now = self.ctx.elapsed();
+        let (watch, first, grace) = {
             let mut st = self.lock();
-            let Some(instance) = st.instances.get_mut(name) else { return };
-            if instance.phase != Phase::Running {
-                return;
+            let grace = st
+                .instances
+                .get(name)
+                .and_then(|i| st.services.get(&i.service))
+                .map_or(Duration::from_secs(30), |s| s.grace);
+            let Some(instance) = st.instances.get_mut(name) else { return Err(Self::unknown_node(&st, name)) };
+            if instance.phase == Phase::Down {
+                return Ok(None);
             }
-            instance.phase = Phase::Terminating;
-            instance.sigterm_sent = true;
-            if let Some(tx) = &instance.shutdown {
-                let _ = tx.send(true);
-            }
-            let service = instance.service.clone();
-            let incarnation = instance.incarnation;
-            (incarnation, st.services.get(&service).map_or(Duration::from_secs(30), |s| s.grace))
-        };
-        self.ctx.record("node.sigterm", name, format!("incarnation {incarnation}, grace {grace:?}"));
-        let system = self.clone();
-        let node = name.to_string();
-        self.ctx.driver().after(
-            grace,
-            Event::new("node.grace", name.to_string()).action(move || {
-                let still = system.lock().instances.get(&node).is_some_and(|i| i.incarnation == incarnation && i.phase != Phase::Down);
-                if still {
-                    fail_exit(&system.ctx, format!("{node} (incarnation {incarnation}) did not stop within its grace of {grace:?} after SIGTERM"));
-                    let system = system.clone();
-                    tokio::spawn(async move { system.end(&node, incarnation, ExitCause::Killed, Ending::Reset).await });
+            let first = instance.phase == Phase::Running;
+            if first {
+                instance.phase = Phase::Terminating;
+                instance.sigterm_at = Some(now);
+                if let Some(tx) = &instance.shutdown {
+                    let _ = tx.send(true);
                 }
-            }),
-        );
+            }
+            (Watch { incarnation: instance.incarnation, status: instance.status.subscribe() }, first, grace)
+        };
+        let incarnation = watch.incarnation;
+        let (limit, expected) = kill_after.map_or((grace, false), |d| (d, true));
+        if first {
+            self.ctx.record("node.sigterm", name, format!("incarnation {incarnation}, grace {limit:?}"));
+        }
+        if first || expected {
+            let system = self.clone();
+            let node = name.to_string();
+            let detail = if expected { format!("sigkill-after {limit:?}") } else { String::new() };
+            self.ctx.driver().after(
+                limit,
+                Event::new("node.grace", name.to_string()).detail(detail).action(move || {
+                    let still = system
+                        .lock()
+                        .instances
+                        .get(&node)
+                        .is_some_and(|i| i.incarnation == incarnation && i.phase != Phase::Down);
+                    if !still {
+                        return;
+                    }
+                    if !expected {
+                        fail_exit(
+                            &system.ctx,
+                            format!("{node} (incarnation {incarnation}) did not stop within its grace of {limit:?} after SIGTERM"),
+                        );
+                    }
+                    if let Some(ended) = system.end_now(&node, incarnation, ExitCause::Killed, Ending::Reset) {
+                        drop(crate::runtime::spawn_detached(async move { system.settle(ended).await }));
+                    }
+                }),
+            );
+        }
+        Ok(Some(watch))
     }
 
-    /// Crashes a node (see [`CrashMode`]; `None`: the seed picks).
-    pub async fn crash(&self, name: &str, mode: Option<CrashMode>) {
-        let incarnation = match self.lock().instances.get(name) {
-            Some(i) if i.phase != Phase::Down => i.incarnation,
-            _ => return,
+    /// Crashes a node (see [`CrashMode`]; `None`: the seed picks). Nothing if it is down.
+    ///
+    /// # Errors
+    /// A failure of oracle `lifecycle` if there is no such node.
+    pub async fn crash(&self, name: &str, mode: Option<CrashMode>) -> Result<(), Failure> {
+        let incarnation = {
+            let st = self.lock();
+            match st.instances.get(name) {
+                None => return Err(Self::unknown_node(&st, name)),
+                Some(i) if i.phase != Phase::Down => i.incarnation,
+                Some(_) => return Ok(()),
+            }
         };
         let mode = mode.unwrap_or_else(|| {
             if self.ctx.source(&format!("node/crash/{name}/{incarnation}")).bool(0.5) {
@@ -858,89 +1161,101 @@ impl System {
             CrashMode::Vanish => Ending::Vanish,
         };
         self.ctx.record("node.crash", name, format!("incarnation {incarnation} {mode:?}"));
-        self.end(name, incarnation, ExitCause::Crash(mode), ending).await;
-    }
-
-    /// Waits until a node is down, or `limit` passes.
-    async fn wait_down(&self, name: &str, limit: Duration) -> bool {
-        let deadline = tokio::time::Instant::now() + limit;
-        while tokio::time::Instant::now() < deadline {
-            if self.lock().instances.get(name).is_none_or(|i| i.phase == Phase::Down) {
-                return true;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
+        if let Some(ended) = self.end_now(name, incarnation, ExitCause::Crash(mode), ending) {
+            // Settled on a task of no node: the caller may be one of the crashed node's tasks.
+            let system = self.clone();
+            let _ = crate::runtime::spawn_detached(async move { system.settle(ended).await }).await;
         }
-        false
+        Ok(())
     }
 
-    /// Performs a lifecycle event now.
+    /// Performs a lifecycle event now, and waits for it: a start or restart until the node is
+    /// ready (or ended again), a SIGTERM-based stop until the node has ended.
     ///
     /// # Errors
-    /// A liveness failure when a node restarted or rolled out is not ready in time.
+    /// A failure of oracle `lifecycle` when the event names a node, service or version that does
+    /// not exist; a liveness failure (oracle `readiness`) when a node started, restarted or
+    /// rolled out is not ready in time.
     pub async fn apply(&self, event: Lifecycle) -> Result<(), Failure> {
-        match event {
-            Lifecycle::Start(name) => {
-                self.start_node(&name, None);
-                self.wait_ready(&name).await
-            }
-            Lifecycle::Sigterm(name) => {
-                self.sigterm(&name);
-                Ok(())
-            }
-            Lifecycle::Crash(name, mode) => {
-                self.crash(&name, mode).await;
-                Ok(())
-            }
-            Lifecycle::SigkillAfter(name, after) => {
-                self.sigterm(&name);
-                if !self.wait_down(&name, after).await {
-                    self.crash(&name, Some(CrashMode::Reset)).await;
+        let label = format!("{event:?}");
+        let result = match event {
+            Lifecycle::Start(name) => match self.launch(&name, None) {
+                Ok(watch) => self.wait_ready(&name, watch).await,
+                Err(f) => Err(f),
+            },
+            Lifecycle::Sigterm(name) => self.sigterm(&name),
+            Lifecycle::Crash(name, mode) => self.crash(&name, mode).await,
+            Lifecycle::SigkillAfter(name, after) => match self.terminate(&name, Some(after)) {
+                Ok(Some(watch)) => {
+                    watch.settled().await;
+                    Ok(())
                 }
-                Ok(())
-            }
-            Lifecycle::Restart(name, graceful) => {
-                let grace = self.grace_of(&name);
-                if graceful {
-                    self.sigterm(&name);
-                    if !self.wait_down(&name, grace + Duration::from_millis(20)).await {
-                        return Ok(()); // killed at the end of its grace; the failure is recorded
-                    }
-                } else {
-                    self.crash(&name, None).await;
-                }
-                self.start_node(&name, None);
-                self.wait_ready(&name).await
-            }
+                Ok(None) => Ok(()),
+                Err(f) => Err(f),
+            },
+            Lifecycle::Restart(name, graceful) => self.restart(&name, graceful).await,
             Lifecycle::Rollout(service, version) => self.rollout(&service, version.as_deref()).await,
-            Lifecycle::Partition(name, duration) => {
+            Lifecycle::Partition(name, duration) => self.check_node(&name).map(|()| {
                 self.ctx.net().at(self.ctx.elapsed(), Partition::isolate(name)).lasting(duration);
-                Ok(())
+            }),
+        };
+        result.map_err(|mut f| {
+            if f.oracle.as_deref() == Some("lifecycle") {
+                f.message = format!("{label}: {}", f.message);
             }
+            f
+        })
+    }
+
+    async fn restart(&self, name: &str, graceful: bool) -> Result<(), Failure> {
+        if graceful {
+            if let Some(watch) = self.terminate(name, None)? {
+                watch.settled().await;
+            }
+        } else {
+            self.crash(name, None).await?;
         }
+        let watch = self.launch(name, None)?;
+        self.wait_ready(name, watch).await
     }
 
-    fn grace_of(&self, name: &str) -> Duration {
-        let st = self.lock();
-        st.instances.get(name).and_then(|i| st.services.get(&i.service)).map_or(Duration::from_secs(30), |s| s.grace)
-    }
-
-    /// Rolls a service out replica by replica: out of routing, SIGTERM, wait (killed after its
-    /// grace), start `version`, wait ready, back into routing.
+    /// Rolls a service out replica by replica: out of routing, SIGTERM, wait until it ended
+    /// (killed after its grace), start `version`, wait ready, back into routing.
     ///
     /// # Errors
-    /// A liveness failure when a new replica is not ready in time.
+    /// A failure of oracle `lifecycle` when there is no such service or version (nothing is
+    /// rolled then); a liveness failure (oracle `readiness`) when a new replica is not ready in
+    /// time.
     pub async fn rollout(&self, service: &str, version: Option<&str>) -> Result<(), Failure> {
+        {
+            let st = self.lock();
+            let Some(declared) = st.services.get(service) else {
+                return Err(lifecycle_error(format!(
+                    "no service {service:?} (services: {})",
+                    names(st.services.keys())
+                )));
+            };
+            if let Some(version) = version
+                && !declared.versions.iter().any(|(v, _)| v == version)
+            {
+                return Err(lifecycle_error(format!(
+                    "no version {version:?} of service {service:?} (versions: {})",
+                    names(declared.versions.iter().map(|(v, _)| v))
+                )));
+            }
+        }
         let replicas = self.replicas(service);
         self.ctx.record("node.rollout", service, format!("to {}", version.unwrap_or("the same version")));
         for name in &replicas {
-            let others: Vec<String> = replicas.iter().filter(|r| *r != name).cloned().collect();
-            let refs: Vec<&str> = others.iter().map(String::as_str).collect();
-            self.ctx.net().set_endpoints(service, &refs);
-            let grace = self.grace_of(name);
-            self.sigterm(name);
-            self.wait_down(name, grace + Duration::from_millis(20)).await;
-            self.start_node(name, version);
-            let ready = self.wait_ready(name).await;
+            let others: Vec<&str> = replicas.iter().filter(|r| *r != name).map(String::as_str).collect();
+            self.ctx.net().set_endpoints(service, &others);
+            if let Some(watch) = self.terminate(name, None)? {
+                watch.settled().await;
+            }
+            let ready = match self.launch(name, version) {
+                Ok(watch) => self.wait_ready(name, watch).await,
+                Err(f) => Err(f),
+            };
             let all: Vec<&str> = replicas.iter().map(String::as_str).collect();
             self.ctx.net().set_endpoints(service, &all);
             ready?;
@@ -948,7 +1263,8 @@ impl System {
         Ok(())
     }
 
-    /// Schedules a lifecycle event at fake time `at`; a failure it runs into is reported.
+    /// Schedules a lifecycle event at fake time `at`; a failure it runs into (an unknown node, a
+    /// readiness timeout) fails the run.
     pub fn at(&self, at: Duration, event: Lifecycle) {
         let system = self.clone();
         let label = format!("{event:?}");
@@ -1022,44 +1338,39 @@ impl System {
         self.start().await
     }
 
-    /// Stops every node with SIGTERM and waits for each (killed after its grace); then checks
-    /// that no task of an ended incarnation ran after it ended.
+    /// Stops every node with SIGTERM and waits until each has ended (killed after its grace);
+    /// then checks that no task of an ended incarnation kept running after it ended (also checked
+    /// at the end of every run).
     ///
     /// # Errors
-    /// A leak failure when a task of an ended incarnation was polled after its end.
+    /// A leak failure (oracle `zombie`) when a task of an ended incarnation kept running.
     pub async fn stop(&self) -> Result<(), Failure> {
-        let running = self.running();
-        for name in &running {
-            self.sigterm(name);
+        let mut stopping = Vec::new();
+        for name in self.running() {
+            if let Some(watch) = self.terminate(&name, None)? {
+                stopping.push(watch);
+            }
         }
-        for name in &running {
-            let grace = self.grace_of(name);
-            self.wait_down(name, grace + Duration::from_millis(50)).await;
+        for watch in stopping {
+            watch.settled().await;
         }
         self.check_zombies()
     }
 
-    /// Tasks of ended incarnations polled after the end, by node and incarnation.
+    /// Polls of tasks of ended incarnations after they ended (the drop cascade of the end itself
+    /// excepted; see [`crate::runtime`]), by node and incarnation.
     pub fn zombie_polls(&self) -> BTreeMap<(String, u64), u64> {
-        let polls = self.ctx.tasks().zombie_polls();
-        let st = self.lock();
-        polls.into_iter().filter_map(|(owner, n)| st.owners.get(&owner).map(|k| (k.clone(), n))).collect()
+        zombies(&self.ctx, &self.owners)
     }
 
-    /// Fails with a leak when a task of an ended incarnation ran after the end.
+    /// Fails with a leak when a task of an ended incarnation kept running after the end. The same
+    /// check runs by itself at the end of every run.
     ///
     /// # Errors
-    /// The leak failure.
+    /// The leak failure (oracle `zombie`).
     pub fn check_zombies(&self) -> Result<(), Failure> {
         let zombies = self.zombie_polls();
         self.ctx.record("node.zombies", "system", format!("{zombies:?}"));
-        match zombies.iter().next() {
-            None => Ok(()),
-            Some(((node, incarnation), polls)) => Err(Failure::new(
-                Class::Leak,
-                format!("tasks of {node} (incarnation {incarnation}) were polled {polls} time(s) after it ended: spawn them through its NodeCtx"),
-            )
-            .oracle("zombie")),
-        }
+        zombie_failure(&zombies).map_or(Ok(()), Err)
     }
 }

@@ -23,7 +23,7 @@ pub enum Class {
     Panic,
     /// Every task was blocked and nothing was scheduled for the whole horizon.
     Deadlock,
-    /// A node that stopped cleanly left tasks running.
+    /// A node that stopped cleanly left tasks running, or a task of an ended incarnation kept running.
     Leak,
     /// Progress was not made within its bound (or the run outlived its fake-time limit).
     Liveness,

@@ -36,7 +36,18 @@ async fn hello(node: NodeCtx) -> Result<(), BoxError> {
 /// The same service, but served with axum::serve: its connection tasks escape the node's tracking.
 async fn hello_untracked(node: NodeCtx) -> Result<(), BoxError> {
     let listener = node.host().listen("8080")?;
-    let app = axum::Router::new().route("/", axum::routing::get(|| async { "hi" }));
+    let ctx = node.sim().clone();
+    let app = axum::Router::new().route(
+        "/",
+        axum::routing::get(move || {
+            let ctx = ctx.clone();
+            async move {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                ctx.record("handler", "side-effect", "done");
+                "hi"
+            }
+        }),
+    );
     node.set_ready();
     let shutdown = node.shutdown_signal();
     axum::serve(sim::net::adapters::ServeListener(listener), app).with_graceful_shutdown(shutdown).await?;
@@ -105,7 +116,7 @@ fn sigterm_drains_in_flight_requests() {
             // SIGTERM while the request is being handled (it takes 50 ms).
             tokio::spawn(async move {
                 received.notified().await;
-                system2.sigterm("hello-0");
+                let _ = system2.sigterm("hello-0");
             });
             let body = get(&ctx, "client", "http://hello:8080/").await;
             check(body.as_deref() == Ok("hello-0 v1"), format!("the in-flight request completes: {body:?}"))?;
@@ -126,7 +137,7 @@ fn a_crash_drops_the_nodes_tasks_and_none_runs_afterwards() {
         let ctx2 = ctx.clone();
         let pending = tokio::spawn(async move { get(&ctx2, "client", "http://hello:8080/").await });
         tokio::time::sleep(Duration::from_millis(20)).await;
-        system.crash("hello-0", None).await;
+        system.crash("hello-0", None).await?;
         let outcome = tokio::time::timeout(Duration::from_secs(5), pending).await;
         ctx.record("client", "after-crash", format!("{outcome:?}"));
         tokio::time::sleep(Duration::from_secs(30)).await;
@@ -177,18 +188,16 @@ fn a_task_that_escaped_tracking_and_runs_after_a_crash_is_a_zombie() {
         let system = System::new(&ctx);
         system.add(Service::new("hello", hello_untracked));
         system.start().await?;
-        // A keep-alive connection: axum's connection task was spawned with a plain tokio::spawn.
-        let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-            .timer(hyper_util::rt::TokioTimer::new())
-            .build::<_, Full<Bytes>>(sim::net::adapters::Connector::new(ctx.net().host("client")));
-        let response = client
-            .get("http://hello:8080/".parse().expect("uri"))
-            .await
-            .map_err(|e| Failure::correctness("node-test", e.to_string()))?;
-        let _ = response.into_body().collect().await;
-        // The reset wakes axum's connection task, which nothing aborted.
-        system.crash("hello-0", Some(CrashMode::Reset)).await;
+        // A request in flight: its handler sleeps 50 ms in axum's connection task, which axum
+        // spawned with a plain tokio::spawn, so nothing aborts it.
+        let ctx2 = ctx.clone();
+        let pending = tokio::spawn(async move { get(&ctx2, "client", "http://hello:8080/").await });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        // A dead machine: nothing wakes the connection task at the crash; the handler's timer
+        // does, 30 ms later, and the handler runs its side effect after the crash.
+        system.crash("hello-0", Some(CrashMode::Vanish)).await?;
         tokio::time::sleep(Duration::from_secs(1)).await;
+        pending.abort();
         system.check_zombies()
     });
     let failure = report.first_failure().and_then(|o| o.failure.clone()).expect("the zombie is found");
@@ -228,7 +237,7 @@ fn a_node_returning_on_its_own_answering_sigterm_with_an_error_or_outliving_its_
             system.start().await?;
             // "early" returns at 1 s by itself; the others get SIGTERM at 0.5 s.
             tokio::time::sleep(Duration::from_millis(if name == "early" { 2000 } else { 500 })).await;
-            system.sigterm("svc-0");
+            system.sigterm("svc-0")?;
             tokio::time::sleep(Duration::from_secs(10)).await;
             Ok(())
         });
@@ -347,7 +356,7 @@ fn a_node_that_stops_without_draining_fails_the_drain_oracle() {
         let system2 = system.clone();
         tokio::spawn(async move {
             received.notified().await;
-            system2.sigterm("svc-0");
+            let _ = system2.sigterm("svc-0");
         });
         let outcome = get(&ctx, "client", "http://svc:8080/").await;
         ctx.record("client", "outcome", format!("{outcome:?}"));
@@ -357,4 +366,253 @@ fn a_node_that_stops_without_draining_fails_the_drain_oracle() {
     let failure = report.first_failure().and_then(|o| o.failure.clone()).expect("caught");
     assert_eq!(failure.oracle.as_deref(), Some("drain"), "{failure}");
     assert!(failure.message.contains("GET /"), "{failure}");
+}
+
+/// `hello`, ready only after `ready_after` (a slow start: loading caches, warming up).
+async fn hello_slow_ready(node: NodeCtx, ready_after: Duration) -> Result<(), BoxError> {
+    let listener = node.host().listen("8080")?;
+    let app = axum::Router::new().route("/", axum::routing::get(|| async { "hi" }));
+    tokio::time::sleep(ready_after).await;
+    node.set_ready();
+    sim::node::serve(&node, listener, app).await
+}
+
+#[test]
+fn a_crash_while_a_node_starts_is_a_lifecycle_event_not_a_readiness_failure() {
+    // Start waits for readiness (2 s); the crash at +3 s lands during that wait.
+    Simulation::new("node_crash_while_starting")
+        .seeds(0..8)
+        .run(|ctx: Ctx| async move {
+            let system = System::new(&ctx);
+            system.add(Service::new("web", |n| hello_slow_ready(n, Duration::from_secs(2))));
+            system.start().await?;
+            let t = ctx.elapsed();
+            system.at(t + Duration::from_secs(1), Lifecycle::Crash("web-0".into(), None));
+            system.at(t + Duration::from_secs(2), Lifecycle::Start("web-0".into()));
+            system.at(t + Duration::from_secs(3), Lifecycle::Crash("web-0".into(), None));
+            system.at(t + Duration::from_secs(5), Lifecycle::Start("web-0".into()));
+            tokio::time::sleep(Duration::from_secs(10)).await;
+            check(system.running() == ["web-0"], "the last start took")?;
+            system.stop().await
+        })
+        .assert_passed();
+    // The same during a rollout: the new replica is crashed while the rollout waits for it.
+    Simulation::new("node_crash_during_rollout")
+        .seeds(0..8)
+        .run(|ctx: Ctx| async move {
+            let system = System::new(&ctx);
+            let slow = |n| hello_slow_ready(n, Duration::from_secs(1));
+            system.add(Service::new("web", slow).version("v2", slow).replicas(2..=2).grace(Duration::from_secs(5)));
+            system.start().await?;
+            let t = ctx.elapsed();
+            system.at(t + Duration::from_secs(1), Lifecycle::Rollout("web".into(), Some("v2".into())));
+            system.at(t + Duration::from_millis(1500), Lifecycle::Crash("web-0".into(), Some(CrashMode::Reset)));
+            system.at(t + Duration::from_millis(1600), Lifecycle::Start("web-0".into()));
+            tokio::time::sleep(Duration::from_secs(10)).await;
+            system.heal().await?;
+            system.stop().await
+        })
+        .assert_passed();
+}
+
+#[test]
+fn the_swarm_drawn_lifecycle_with_slow_readiness_passes_on_a_correct_service() {
+    Simulation::new("node_schedule_slow_ready")
+        .seeds(0..48)
+        .run(|ctx: Ctx| async move {
+            let system = System::new(&ctx);
+            let slow = |n| hello_slow_ready(n, Duration::from_secs(2));
+            system.add(Service::new("web", slow).version("v2", slow).replicas(1..=3).grace(Duration::from_secs(5)));
+            system.start().await?;
+            let t = ctx.elapsed();
+            system.schedule_lifecycle(t + Duration::from_secs(1)..t + Duration::from_secs(20));
+            tokio::time::sleep(Duration::from_secs(40)).await;
+            system.heal().await?;
+            system.stop().await
+        })
+        .assert_passed();
+}
+
+#[test]
+fn a_node_never_ready_fails_readiness_when_its_timeout_has_passed() {
+    async fn never_ready(node: NodeCtx) -> Result<(), BoxError> {
+        node.shutdown_signal().await;
+        Ok(())
+    }
+    let report = Simulation::new("node_never_ready").seeds(0..1).confirm(0).run(|ctx: Ctx| async move {
+        let system = System::new(&ctx);
+        system.add(Service::new("w", never_ready).ready_timeout(Duration::from_secs(5)));
+        system.start().await
+    });
+    let failure = report.first_failure().and_then(|o| o.failure.clone()).expect("caught");
+    assert_eq!((failure.class, failure.oracle.as_deref()), (Class::Liveness, Some("readiness")), "{failure}");
+    assert!(failure.message.contains("was not ready within 5s"), "{failure}");
+    assert_eq!(failure.at(), Some(Duration::from_secs(5)), "{failure}");
+}
+
+async fn fails_at_one_second(node: NodeCtx) -> Result<(), BoxError> {
+    node.set_ready();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    Err("database connection lost; exiting".into())
+}
+
+#[test]
+fn a_node_failing_on_its_own_as_the_body_returns_still_fails_the_exit_cause_oracle() {
+    let report = Simulation::new("exit_race_end").seeds(0..8).confirm(0).run(|ctx: Ctx| async move {
+        let system = System::new(&ctx);
+        system.add(Service::new("w", fails_at_one_second));
+        system.start().await?;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        Ok(())
+    });
+    assert_eq!(report.failures().count(), report.outcomes.len(), "every seed is caught: {report}");
+    for outcome in report.failures() {
+        let failure = outcome.failure.as_ref().expect("failed");
+        assert_eq!(failure.oracle.as_deref(), Some("exit-cause"), "{failure}");
+        assert!(failure.message.contains("failed on its own"), "{failure}");
+        assert!(failure.message.contains("database connection lost"), "{failure}");
+    }
+}
+
+#[test]
+fn a_node_failing_at_the_instant_of_its_sigterm_is_not_said_to_have_answered_it() {
+    let report = Simulation::new("exit_race_stop").seeds(0..8).confirm(0).run(|ctx: Ctx| async move {
+        let system = System::new(&ctx);
+        system.add(Service::new("w", fails_at_one_second));
+        system.start().await?;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        system.stop().await
+    });
+    assert_eq!(report.failures().count(), report.outcomes.len(), "every seed is caught: {report}");
+    for outcome in report.failures() {
+        let failure = outcome.failure.as_ref().expect("failed");
+        assert_eq!(failure.oracle.as_deref(), Some("exit-cause"), "{failure}");
+        assert!(failure.message.contains("database connection lost"), "{failure}");
+        assert!(!failure.message.contains("answered SIGTERM"), "{failure}");
+    }
+}
+
+#[test]
+fn lifecycle_events_naming_an_unknown_node_service_or_version_are_errors() {
+    Simulation::new("lifecycle_typos")
+        .seeds(0..2)
+        .run(|ctx: Ctx| async move {
+            let system = System::new(&ctx);
+            system.add(Service::new("web", hello).version("v2", hello));
+            system.start().await?;
+            for (event, expected) in [
+                (Lifecycle::Rollout("web".into(), Some("V2-typo".into())), "no version \"V2-typo\""),
+                (Lifecycle::Rollout("nope".into(), None), "no service \"nope\""),
+                (Lifecycle::Crash("nope-0".into(), None), "no node \"nope-0\""),
+                (Lifecycle::Start("web-9".into()), "no node \"web-9\""),
+                (Lifecycle::Sigterm("web".into()), "no node \"web\""),
+                (Lifecycle::SigkillAfter("x".into(), Duration::from_secs(1)), "no node \"x\""),
+                (Lifecycle::Restart("x".into(), true), "no node \"x\""),
+                (Lifecycle::Partition("x".into(), Duration::from_secs(1)), "no node \"x\""),
+            ] {
+                let label = format!("{event:?}");
+                let result = system.apply(event).await;
+                let failure =
+                    result.err().ok_or_else(|| Failure::correctness("node-test", format!("{label}: no error")))?;
+                check(failure.message.contains(expected), format!("{label}: {failure}"))?;
+            }
+            check(system.exits().is_empty(), format!("nothing was restarted: {:?}", system.exits()))?;
+            check(
+                system.sigterm("nope-0").is_err() && system.crash("nope-0", None).await.is_err(),
+                "direct calls too",
+            )?;
+            system.stop().await
+        })
+        .assert_passed();
+    // Scheduled with `at`, the error fails the run when the event is due.
+    let report = Simulation::new("lifecycle_typo_at").seeds(0..1).confirm(0).run(|ctx: Ctx| async move {
+        let system = System::new(&ctx);
+        system.add(Service::new("web", hello));
+        system.start().await?;
+        system.at(Duration::from_secs(1), Lifecycle::Rollout("web".into(), Some("v3".into())));
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        system.stop().await
+    });
+    let failure = report.first_failure().and_then(|o| o.failure.clone()).expect("caught");
+    assert_eq!(failure.oracle.as_deref(), Some("lifecycle"), "{failure}");
+    assert!(failure.message.contains("no version \"v3\""), "{failure}");
+}
+
+#[test]
+fn a_job_needs_no_readiness_and_a_failed_job_fails_the_run() {
+    async fn quick_job(_node: NodeCtx) -> Result<(), BoxError> {
+        Ok(())
+    }
+    async fn slow_job(_node: NodeCtx) -> Result<(), BoxError> {
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        Ok(())
+    }
+    async fn failing_job(_node: NodeCtx) -> Result<(), BoxError> {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        Err("exit 1".into())
+    }
+    Simulation::new("job_ok")
+        .seeds(0..2)
+        .run(|ctx: Ctx| async move {
+            let system = System::new(&ctx);
+            system.add(Service::new("quick", quick_job).finite());
+            system.add(Service::new("slow", slow_job).finite().ready_timeout(Duration::from_secs(1)));
+            system.start().await?;
+            tokio::time::sleep(Duration::from_secs(61)).await;
+            let causes: Vec<ExitCause> = system.exits().into_iter().map(|e| e.cause).collect();
+            check(causes == [ExitCause::Returned, ExitCause::Returned], format!("{causes:?}"))?;
+            system.stop().await
+        })
+        .assert_passed();
+    let report = Simulation::new("job_fails").seeds(0..1).confirm(0).run(|ctx: Ctx| async move {
+        let system = System::new(&ctx);
+        system.add(Service::new("job", failing_job).finite());
+        system.start().await?;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        Ok(())
+    });
+    let failure = report.first_failure().and_then(|o| o.failure.clone()).expect("caught");
+    assert_eq!(failure.oracle.as_deref(), Some("exit-cause"), "{failure}");
+    assert!(failure.message.contains("exit 1"), "{failure}");
+    // A job allowed to fail: recorded, not a failure.
+    Simulation::new("job_may_fail")
+        .seeds(0..1)
+        .run(|ctx: Ctx| async move {
+            let system = System::new(&ctx);
+            system.add(Service::new("job", failing_job).finite().may_fail());
+            system.start().await?;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let causes: Vec<ExitCause> = system.exits().into_iter().map(|e| e.cause).collect();
+            check(causes == [ExitCause::Error("exit 1".into())], format!("{causes:?}"))
+        })
+        .assert_passed();
+}
+
+async fn stubborn(node: NodeCtx) -> Result<(), BoxError> {
+    node.set_ready();
+    node.shutdown_signal().await;
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    Ok(())
+}
+
+#[test]
+fn sigkill_after_uses_its_own_duration_as_the_grace() {
+    for (grace, kill_after) in [(5, 30), (30, 5)] {
+        Simulation::new(format!("sigkill_after_{kill_after}_grace_{grace}"))
+            .seeds(0..2)
+            .run(move |ctx: Ctx| async move {
+                let system = System::new(&ctx);
+                system.add(Service::new("s", stubborn).grace(Duration::from_secs(grace)));
+                system.start().await?;
+                let t = ctx.elapsed();
+                system.apply(Lifecycle::SigkillAfter("s-0".into(), Duration::from_secs(kill_after))).await?;
+                let exits = system.exits();
+                check(exits.len() == 1 && exits[0].cause == ExitCause::Killed, format!("{exits:?}"))?;
+                let after = exits[0].at - t;
+                let (lo, hi) =
+                    (Duration::from_secs(kill_after) - Duration::from_millis(1), Duration::from_secs(kill_after));
+                check(lo <= after && after <= hi, format!("killed {after:?} after SigkillAfter"))
+            })
+            .assert_passed();
+    }
 }

@@ -6,10 +6,11 @@
 //! 2. a fresh OS thread arms the interposition, builds a paused `current_thread` runtime seeded
 //!    from the seed, and runs the body next to the harness tasks (the [`crate::Driver`] and the
 //!    deadlock watcher);
-//! 3. the run ends when the body returns, an oracle calls [`Ctx::fail`], nothing runs for the
-//!    horizon (*deadlock*), the fake-time limit passes (*liveness*), code panics (*panic*), or the
-//!    wall-clock watchdog fires (*inconclusive*, saying whether the thread was busy, blocked, or
-//!    still advancing fake time);
+//! 3. the run ends when the body returns (at the end of that fake instant: the tasks already
+//!    woken at it run first, without fake time advancing; then the final checks), an oracle calls
+//!    [`Ctx::fail`], nothing runs for the horizon (*deadlock*), the fake-time limit passes
+//!    (*liveness*), code panics (*panic*), or the wall-clock watchdog fires (*inconclusive*,
+//!    saying whether the thread was busy, blocked, or still advancing fake time);
 //! 4. the outcome carries the history hash, the schedule hash and what the interposition answered.
 //!
 //! Panics are caught per run, so a sweep reports every failing seed. Each failing seed is then

@@ -164,6 +164,23 @@ async fn watch_horizon(ctx: Ctx, tasks: Tasks, horizon: Duration) {
     }
 }
 
+/// Yields at most this many times to finish the instant the body returned in.
+const FINISH_INSTANT_YIELDS_MAX: usize = 1024;
+
+/// Lets every task that is runnable at this instant run, without advancing fake time (a yield
+/// parks the runtime with a zero timeout: paused time does not auto-advance then), until a yield
+/// polls no task. Bounded: tasks that wake each other forever at one instant stop being waited
+/// for after [`FINISH_INSTANT_YIELDS_MAX`] yields.
+async fn finish_instant(tasks: &Tasks) {
+    for _ in 0..FINISH_INSTANT_YIELDS_MAX {
+        let (before, _) = tasks.schedule();
+        tokio::task::yield_now().await;
+        if tasks.schedule().0 == before {
+            return;
+        }
+    }
+}
+
 /// Run threads the watchdog gave up on that have not finished yet.
 static ABANDONED: AtomicUsize = AtomicUsize::new(0);
 
@@ -349,6 +366,7 @@ fn run_on_this_thread(spec: RunSpec, body: Arc<Body>, progress: Progress) -> Run
                     run_tasks.mark_harness(driver_task.id());
                     let watcher = tokio::spawn(watch_horizon(ctx.clone(), run_tasks.clone(), run_spec.horizon));
                     run_tasks.set_watcher(watcher.id());
+                    let run_tasks_end = run_tasks.clone();
                     let root = Counted { inner: body(ctx.clone()), tasks: run_tasks };
                     let mut ending = tokio::select! {
                         biased;
@@ -356,6 +374,11 @@ fn run_on_this_thread(spec: RunSpec, body: Arc<Body>, progress: Progress) -> Run
                         result = root => Ending::Returned(result),
                         () = tokio::time::sleep(run_spec.time_limit) => Ending::TimeLimit,
                     };
+                    // The run ends at the end of the instant the body returned: what was woken at
+                    // that instant (a node failing at the same fake time) still runs and is judged.
+                    if matches!(ending, Ending::Returned(Ok(()))) && !ctx.failed() {
+                        finish_instant(&run_tasks_end).await;
+                    }
                     // Final checks run when the body returned Ok and nothing failed yet.
                     if matches!(ending, Ending::Returned(Ok(())))
                         && !ctx.failed()

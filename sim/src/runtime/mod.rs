@@ -21,6 +21,17 @@
 //! The runtime also observes every task poll (tokio's `on_before_task_poll` hook): it keeps a
 //! *schedule hash* over the sequence of polled tasks (numbered in spawn order), counts polls for
 //! the deadlock horizon, and knows where each live task was spawned for the deadlock report.
+//!
+//! **Owners and zombies.** Every task inherits, at spawn, the [`Owner`] (a node incarnation) of
+//! the task that spawned it; [`spawn_detached`] spawns a task that belongs to no node. When an
+//! owner dies, the poll hooks count its tasks' later polls as *zombie polls*, except for the
+//! *drop cascade* that ending an incarnation causes: a poll at the instant of the death (fake
+//! time does not advance while tasks are runnable, so the cascade happens within it) that ends
+//! the task — tokio's cancellation of a task someone aborted (the harness, or a `JoinSet` being
+//! dropped), or a task that wakes to find its channels closed and returns — is not counted, and a
+//! task spawned during such a poll (by a destructor) belongs to no node. A poll after which the
+//! task is still alive, or any poll after that instant, is a zombie poll. What this misses: a task
+//! woken at the very instant of the death that does a side effect and returns in that one poll.
 
 pub mod interpose;
 
@@ -78,12 +89,29 @@ struct TaskState {
     harness: Vec<tokio::task::Id>,
     start: Option<tokio::time::Instant>,
     progress: Progress,
-    /// Owners whose incarnation ended: their tasks' polls are counted.
-    dead: std::collections::BTreeSet<Owner>,
+    /// Owners whose incarnation ended, with the instant it ended: their tasks' polls are counted.
+    dead: std::collections::BTreeMap<Owner, tokio::time::Instant>,
     /// Polls of tasks whose owner had ended, by owner.
     zombie_polls: std::collections::BTreeMap<Owner, u64>,
     /// Tasks aborted by the harness: their last "poll" is their cancellation, not a run.
     aborted: std::collections::HashSet<tokio::task::Id>,
+    /// The poll in progress, when it is a poll of a dead owner's task in the drop cascade.
+    cascade: Option<CascadePoll>,
+    /// The next owner to hand out.
+    next_owner: Owner,
+}
+
+/// A poll of a dead owner's task at the instant of the death: excused if it ends the task.
+#[derive(Debug)]
+struct CascadePoll {
+    id: tokio::task::Id,
+    owner: Owner,
+    /// The task ended during the poll (cancelled, or returned).
+    ended: bool,
+    /// The harness aborted it: the poll is its cancellation, never a zombie poll.
+    aborted: bool,
+    /// Tasks spawned during the poll (by destructors): no node's if the task ends.
+    children: Vec<tokio::task::Id>,
 }
 
 /// The task table of one run, fed by tokio's task hooks.
@@ -115,12 +143,25 @@ impl Tasks {
         let owner = parent.and_then(|p| state.live.get(&p)).and_then(|t| t.owner);
         let info = TaskInfo { ordinal: state.next_ordinal, spawned_at: meta.spawned_at(), owner };
         state.live.insert(meta.id(), info);
+        if let Some(cascade) = state.cascade.as_mut()
+            && Some(cascade.id) == parent
+        {
+            cascade.children.push(meta.id());
+        }
     }
 
-    /// Gives a task (and so everything it will spawn) to an owner.
-    pub(crate) fn set_owner(&self, id: tokio::task::Id, owner: Owner) {
+    /// A new owner (a node incarnation), unique within the run.
+    pub(crate) fn new_owner(&self) -> Owner {
+        let mut state = self.lock();
+        let owner = state.next_owner;
+        state.next_owner = owner.checked_add(1).expect("fewer than 2^32 node incarnations in one run");
+        owner
+    }
+
+    /// Gives a task (and so everything it will spawn) to an owner, or to none.
+    pub(crate) fn set_owner(&self, id: tokio::task::Id, owner: Option<Owner>) {
         if let Some(t) = self.lock().live.get_mut(&id) {
-            t.owner = Some(owner);
+            t.owner = owner;
         }
     }
 
@@ -129,9 +170,10 @@ impl Tasks {
         self.lock().aborted.extend(ids);
     }
 
-    /// The owner's incarnation ended: from now on its tasks' polls are zombie polls.
+    /// The owner's incarnation ended now: from now on its tasks' polls are zombie polls (but for
+    /// the drop cascade; see the module docs).
     pub(crate) fn mark_dead(&self, owner: Owner) {
-        self.lock().dead.insert(owner);
+        self.lock().dead.insert(owner, tokio::time::Instant::now());
     }
 
     /// Live tasks of an owner.
@@ -151,18 +193,48 @@ impl Tasks {
         let mut state = self.lock();
         state.live.remove(&meta.id());
         state.aborted.remove(&meta.id());
+        if let Some(cascade) = state.cascade.as_mut()
+            && cascade.id == meta.id()
+        {
+            cascade.ended = true;
+        }
     }
 
     fn polled(&self, meta: &tokio::runtime::TaskMeta<'_>) {
         let mut state = self.lock();
         let (ordinal, owner) = state.live.get(&meta.id()).map_or((u64::MAX, None), |t| (t.ordinal, t.owner));
-        if let Some(owner) = owner.filter(|o| state.dead.contains(o))
-            && !state.aborted.contains(&meta.id())
+        state.cascade = None;
+        if let Some(owner) = owner
+            && let Some(&died) = state.dead.get(&owner)
         {
-            *state.zombie_polls.entry(owner).or_default() += 1;
+            let aborted = state.aborted.contains(&meta.id());
+            // Inside a poll hook the runtime's context is entered: this reads the paused clock.
+            if aborted || tokio::time::Instant::now() == died {
+                // Judged when the poll ends: excused if the task ended in it.
+                state.cascade = Some(CascadePoll { id: meta.id(), owner, ended: false, aborted, children: Vec::new() });
+            } else {
+                *state.zombie_polls.entry(owner).or_default() += 1;
+            }
         }
         let watcher = state.watcher == Some(meta.id());
         state.note_poll(ordinal, watcher);
+    }
+
+    fn poll_ended(&self, meta: &tokio::runtime::TaskMeta<'_>) {
+        let mut state = self.lock();
+        let Some(cascade) = state.cascade.take() else { return };
+        assert_eq!(cascade.id, meta.id(), "the task table's cascade poll is the poll that just ended");
+        if cascade.ended || cascade.aborted {
+            // Cancelled, or it saw its peers gone and returned: part of the drop cascade. What its
+            // destructors spawned belongs to no node.
+            for child in cascade.children {
+                if let Some(t) = state.live.get_mut(&child) {
+                    t.owner = None;
+                }
+            }
+        } else {
+            *state.zombie_polls.entry(cascade.owner).or_default() += 1;
+        }
     }
 
     /// Counts a poll of the run's root future (which is not a task).
@@ -252,10 +324,35 @@ pub(crate) fn build(config: &Config, tasks: &Tasks) -> std::io::Result<tokio::ru
         builder.event_interval(knobs.range(1..=61) as u32);
         builder.global_queue_interval(knobs.range(1..=61) as u32);
     }
-    let (spawned, terminated, polled) = (tasks.clone(), tasks.clone(), tasks.clone());
+    let (spawned, terminated, polled, poll_ended) = (tasks.clone(), tasks.clone(), tasks.clone(), tasks.clone());
     builder
         .on_task_spawn(move |meta| spawned.spawned(meta))
         .on_task_terminate(move |meta| terminated.terminated(meta))
-        .on_before_task_poll(move |meta| polled.polled(meta));
+        .on_before_task_poll(move |meta| polled.polled(meta))
+        .on_after_task_poll(move |meta| poll_ended.poll_ended(meta));
     builder.build()
+}
+
+/// Spawns a task that belongs to no node: for the tasks of shared models and fakes (an in-memory
+/// store's actor, a cache's refresher) that serve every node and outlive each incarnation.
+///
+/// A task spawned with `tokio::spawn` belongs to the node whose task spawned it (lineage), so a
+/// shared model that lazily starts a task on first use, from inside a node's request handler,
+/// would have it counted as that node's: a *leak* when the node stops, a *zombie* when it runs
+/// after a crash. Spawn such tasks with this function instead; so do the tasks they spawn. Outside
+/// a simulation run it is `tokio::spawn`.
+///
+/// # Panics
+/// As `tokio::spawn`: outside a tokio runtime.
+#[track_caller]
+pub fn spawn_detached<F>(future: F) -> tokio::task::JoinHandle<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let handle = tokio::spawn(future);
+    if let Some(ctx) = crate::Ctx::try_current() {
+        ctx.tasks().set_owner(handle.id(), None);
+    }
+    handle
 }
