@@ -9,15 +9,16 @@
 //! |---|---|
 //! | Closed → Open | the last `failure_threshold` outcomes (since the breaker closed) were all failures |
 //! | Open → HalfOpen | at least `cooldown` passed since it opened |
-//! | HalfOpen → Closed | the last outcome was a success |
+//! | HalfOpen → Closed | the last outcome was a success (a call that did not fail) |
 //! | HalfOpen → Open | the last outcome was a failure |
 //! | Open → Closed, Closed → HalfOpen | never |
 //!
 //! What counts as a failure is the model's, not your breaker's ([`Outcome::is_failure`]): a call
 //! that ended UNAVAILABLE, DEADLINE_EXCEEDED, INTERNAL, UNKNOWN or RESOURCE_EXHAUSTED, or a stream
 //! that ended with such a status. A stream the server ended with OK — what a server that drains
-//! for a rollout does after its GOAWAY — is not a failure, nor is any status the application chose
-//! (NOT_FOUND, INVALID_ARGUMENT…). A breaker that counts those opens while a healthy replica
+//! for a rollout does after its GOAWAY — is not a failure, nor a success: it leaves the count of
+//! consecutive failures as it was. Any status the application chose (NOT_FOUND,
+//! INVALID_ARGUMENT…) is a success: the service answered. A breaker that counts those opens while a healthy replica
 //! exists, and refuses requests it could serve: [`Checked`] reports the edge as illegal.
 
 use std::time::Duration;
@@ -183,12 +184,15 @@ impl<B: Breaker> Breaker for Checked<B> {
     }
 
     fn record(&mut self, outcome: &Outcome, now: Duration) {
-        let failure = outcome.is_failure();
-        self.last_failure = Some(failure);
-        if failure {
+        // A clean stream end is neither a failure nor a success: it leaves the count alone.
+        if outcome.is_failure() {
             self.failures += 1;
+            self.last_failure = Some(true);
+        } else if outcome.stream_end {
+            self.last_failure = None;
         } else {
             self.failures = 0;
+            self.last_failure = Some(false);
         }
         self.recent.push(format!("{}{:?}", if outcome.stream_end { "stream end " } else { "" }, outcome.code));
         if self.recent.len() > 8 {

@@ -662,15 +662,27 @@ fn zombies(ctx: &Ctx, owners: &Owners) -> BTreeMap<(String, u64), u64> {
     polls.into_iter().filter_map(|(owner, n)| owners.get(&owner).map(|k| (k.clone(), n))).collect()
 }
 
-fn zombie_failure(zombies: &BTreeMap<(String, u64), u64>) -> Option<Failure> {
+/// Where the first zombie task of each ended incarnation was spawned.
+fn zombie_sites(ctx: &Ctx, owners: &Owners) -> BTreeMap<(String, u64), String> {
+    let sites = ctx.tasks().zombie_sites();
+    let owners = owners.lock().unwrap_or_else(|p| p.into_inner());
+    sites.into_iter().filter_map(|(owner, at)| owners.get(&owner).map(|k| (k.clone(), at.to_string()))).collect()
+}
+
+fn zombie_failure(ctx: &Ctx, owners: &Owners) -> Option<Failure> {
+    let zombies = zombies(ctx, owners);
     let ((node, incarnation), polls) = zombies.iter().next()?;
+    let site = zombie_sites(ctx, owners)
+        .get(&(node.clone(), *incarnation))
+        .map(|at| format!(" (the first spawned at {at})"))
+        .unwrap_or_default();
     Some(
         Failure::new(
             Class::Leak,
             format!(
-                "tasks of {node} (incarnation {incarnation}) kept running after it ended ({polls} poll(s) since): spawn a \
-                 node's tasks through its NodeCtx so they die with it (a task of a shared model that serves every node: \
-                 sim::spawn_detached)"
+                "tasks of {node} (incarnation {incarnation}) kept running after it ended ({polls} poll(s) since){site}: \
+                 spawn a node's tasks through its NodeCtx so they die with it (a task of a shared model that serves every \
+                 node: sim::spawn_detached)"
             ),
         )
         .oracle("zombie"),
@@ -689,7 +701,7 @@ impl Check for ZombieCheck {
 
     fn finish(&mut self, ctx: &Ctx) -> Verdict {
         // A leak, not a correctness violation: reported with its own class.
-        if let Some(failure) = zombie_failure(&zombies(ctx, &self.owners)) {
+        if let Some(failure) = zombie_failure(ctx, &self.owners) {
             ctx.fail(failure);
         }
         Verdict::Pass
@@ -1371,6 +1383,6 @@ impl System {
     pub fn check_zombies(&self) -> Result<(), Failure> {
         let zombies = self.zombie_polls();
         self.ctx.record("node.zombies", "system", format!("{zombies:?}"));
-        zombie_failure(&zombies).map_or(Ok(()), Err)
+        zombie_failure(&self.ctx, &self.owners).map_or(Ok(()), Err)
     }
 }

@@ -184,24 +184,50 @@ fn a_task_left_running_by_a_node_that_stopped_is_a_leak() {
 
 #[test]
 fn a_task_that_escaped_tracking_and_runs_after_a_crash_is_a_zombie() {
+    async fn ticking(node: NodeCtx) -> Result<(), BoxError> {
+        // A background ticker spawned with a plain tokio::spawn: nothing aborts it, and no socket
+        // of the node wakes it at the crash (those fail at once, ending what waits on them); its
+        // timer does, after the crash.
+        tokio::spawn(async {
+            loop {
+                tokio::time::sleep(Duration::from_millis(30)).await;
+            }
+        });
+        node.set_ready();
+        node.shutdown_signal().await;
+        Ok(())
+    }
     let report = Simulation::new("node_zombie").seeds(0..4).confirm(0).run(|ctx: Ctx| async move {
         let system = System::new(&ctx);
-        system.add(Service::new("hello", hello_untracked));
+        system.add(Service::new("ticking", ticking));
         system.start().await?;
-        // A request in flight: its handler sleeps 50 ms in axum's connection task, which axum
-        // spawned with a plain tokio::spawn, so nothing aborts it.
-        let ctx2 = ctx.clone();
-        let pending = tokio::spawn(async move { get(&ctx2, "client", "http://hello:8080/").await });
         tokio::time::sleep(Duration::from_millis(20)).await;
-        // A dead machine: nothing wakes the connection task at the crash; the handler's timer
-        // does, 30 ms later, and the handler runs its side effect after the crash.
-        system.crash("hello-0", Some(CrashMode::Vanish)).await?;
+        system.crash("ticking-0", Some(CrashMode::Vanish)).await?;
         tokio::time::sleep(Duration::from_secs(1)).await;
-        pending.abort();
         system.check_zombies()
     });
     let failure = report.first_failure().and_then(|o| o.failure.clone()).expect("the zombie is found");
     assert_eq!((failure.class, failure.oracle.as_deref()), (Class::Leak, Some("zombie")), "{failure}");
+    assert!(failure.message.contains("the first spawned at sim/tests/node.rs"), "names where: {failure}");
+}
+
+/// A crashed node's task blocked on one of its sockets ends at the crash: the socket fails at once
+/// (`ENETDOWN`), as the process's threads are gone; its handler never runs after the crash.
+#[test]
+fn a_crash_ends_the_untracked_tasks_waiting_on_the_nodes_sockets() {
+    Simulation::new("node_crash_sockets").seeds(0..4).run(|ctx: Ctx| async move {
+        let system = System::new(&ctx);
+        system.add(Service::new("hello", hello_untracked));
+        system.start().await?;
+        let ctx2 = ctx.clone();
+        let pending = tokio::spawn(async move { get(&ctx2, "client", "http://hello:8080/").await });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        system.crash("hello-0", Some(CrashMode::Vanish)).await?;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        pending.abort();
+        system.check_zombies()
+    })
+    .assert_passed();
 }
 
 #[test]

@@ -7,12 +7,49 @@
 //!
 //! Exits non-zero if a correct variant fails any seed or a planted bug is not found by its oracle.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use sim::{Report, Simulation};
-use walkthroughs::shoppingcart::{self, Variant};
+use sim::{Ctx, Failure, Report, Simulation};
+use walkthroughs::{shoppingcart, wallet};
+
+/// Runs one seed of a variant.
+type Runner = Arc<dyn Fn(Ctx) -> Pin<Box<dyn Future<Output = Result<(), Failure>>>> + Send + Sync>;
+
+/// One variant of one walkthrough: how the main job runs and judges it.
+#[derive(Clone)]
+struct Case {
+    walkthrough: &'static str,
+    name: &'static str,
+    simulation: &'static str,
+    /// The oracle that must find the planted bug; `None` for a correct variant.
+    oracle: Option<&'static str>,
+    run: Runner,
+}
+
+/// Every walkthrough's variants, correct first in each.
+fn all_cases() -> Vec<Case> {
+    let mut cases = Vec::new();
+    for v in shoppingcart::Variant::ALL {
+        let run: Runner = Arc::new(move |ctx| Box::pin(shoppingcart::run(ctx, v)));
+        cases.push(Case {
+            walkthrough: "shoppingcart",
+            name: v.name(),
+            simulation: v.simulation(),
+            oracle: v.oracle(),
+            run,
+        });
+    }
+    for v in wallet::Variant::ALL {
+        let run: Runner = Arc::new(move |ctx| Box::pin(wallet::run(ctx, v)));
+        cases.push(Case { walkthrough: "wallet", name: v.name(), simulation: v.simulation(), oracle: v.oracle(), run });
+    }
+    cases
+}
 
 /// Sweeps every walkthrough's correct and planted variants over seeds and prints a table of what
 /// it found, with the command that replays each finding.
@@ -36,8 +73,7 @@ struct Args {
 
 /// One row of the table.
 struct Row {
-    walkthrough: &'static str,
-    variant: Variant,
+    case: Case,
     report: Report,
 }
 
@@ -51,7 +87,7 @@ impl Row {
         if self.skipped() {
             return true;
         }
-        match self.variant.oracle() {
+        match self.case.oracle {
             None => self.report.passed(),
             Some(oracle) => self.finding(oracle).is_some(),
         }
@@ -62,16 +98,16 @@ impl Row {
     }
 }
 
-fn sweep(args: &Args, variant: Variant, seeds: std::ops::Range<u64>, stop_early: bool) -> Report {
-    let mut sim =
-        Simulation::new(variant.simulation()).seeds(seeds).seed_lines(false).progress(!stop_early).trace_tail(0);
+fn sweep(args: &Args, case: &Case, seeds: std::ops::Range<u64>, stop_early: bool) -> Report {
+    let mut sim = Simulation::new(case.simulation).seeds(seeds).seed_lines(false).progress(!stop_early).trace_tail(0);
     if let Some(jobs) = args.jobs {
         sim = sim.jobs(jobs);
     }
     if stop_early {
         sim = sim.stop_after_failures(1).jobs(1).confirm(0);
     }
-    sim.run(move |ctx| shoppingcart::run(ctx, variant))
+    let run = Arc::clone(&case.run);
+    sim.run(move |ctx| run(ctx))
 }
 
 fn median(mut values: Vec<u64>) -> u64 {
@@ -84,14 +120,14 @@ fn main() -> ExitCode {
     let seeds = args.base_seed..args.base_seed.saturating_add(args.seeds);
     let started = Instant::now();
     let mut rows = Vec::new();
-    for variant in Variant::ALL {
-        let report = sweep(&args, variant, seeds.clone(), false);
-        rows.push(Row { walkthrough: "shoppingcart", variant, report });
+    for case in all_cases() {
+        let report = sweep(&args, &case, seeds.clone(), false);
+        rows.push(Row { case, report });
     }
 
     println!();
     println!(
-        "{:<14} {:<34} {:>6} {:>9} {:>6} {:<46} {:>8} {:>10}  verdict",
+        "{:<14} {:<40} {:>6} {:>9} {:>6} {:<46} {:>8} {:>10}  verdict",
         "walkthrough", "variant", "seeds", "failures", "first", "class [oracle]", "seconds", "ms/seed"
     );
     for row in &rows {
@@ -101,7 +137,7 @@ fn main() -> ExitCode {
         });
         let ran = row.report.outcomes.len().max(1);
         let per_seed = row.report.outcomes.iter().map(|o| o.wall()).sum::<Duration>() / ran as u32;
-        let verdict = match (row.variant.oracle(), row.ok()) {
+        let verdict = match (row.case.oracle, row.ok()) {
             _ if row.skipped() => "skipped",
             (None, true) => "passed",
             (None, false) => "FAILED",
@@ -109,9 +145,9 @@ fn main() -> ExitCode {
             (Some(_), false) => "NOT FOUND",
         };
         println!(
-            "{:<14} {:<34} {:>6} {:>9} {:>6} {:<46} {:>8.1} {:>10.2}  {verdict}",
-            row.walkthrough,
-            row.variant.name(),
+            "{:<14} {:<40} {:>6} {:>9} {:>6} {:<46} {:>8.1} {:>10.2}  {verdict}",
+            row.case.walkthrough,
+            row.case.name,
             row.report.outcomes.len(),
             row.report.failures().count(),
             first.map_or("-".to_string(), |o| o.seed.to_string()),
@@ -122,13 +158,13 @@ fn main() -> ExitCode {
     }
     println!();
     for row in &rows {
-        let shown = match row.variant.oracle() {
+        let shown = match row.case.oracle {
             Some(oracle) => row.finding(oracle).into_iter().collect::<Vec<_>>(),
             None => row.report.failures().take(5).collect(),
         };
         for outcome in shown {
             let failure = outcome.failure.as_ref().map_or(String::new(), |f| f.to_string());
-            println!("{} / {} — seed {}: {failure}", row.walkthrough, row.variant.name(), outcome.seed);
+            println!("{} / {} — seed {}: {failure}", row.case.walkthrough, row.case.name, outcome.seed);
             if let Some(replays) = &outcome.replays {
                 println!("    {replays}");
             }
@@ -145,17 +181,15 @@ fn main() -> ExitCode {
             "seeds needed to find each planted bug ({sweeps} sweeps from different base seeds, at most {} seeds each):",
             args.seeds
         );
-        for variant in Variant::ALL.into_iter().filter(|v| v.oracle().is_some()) {
+        for case in all_cases().into_iter().filter(|c| c.oracle.is_some()) {
             let mut needed = Vec::new();
             let mut missed = 0;
             let mut walls = Vec::new();
             for k in 0..sweeps {
                 let base = 1_000_000 * (k + 1);
-                let report = sweep(&args, variant, base..base + args.seeds, true);
+                let report = sweep(&args, &case, base..base + args.seeds, true);
                 walls.extend(report.outcomes.iter().map(|o| o.wall()));
-                match report
-                    .failures()
-                    .find(|o| o.failure.as_ref().is_some_and(|f| f.oracle.as_deref() == variant.oracle()))
+                match report.failures().find(|o| o.failure.as_ref().is_some_and(|f| f.oracle.as_deref() == case.oracle))
                 {
                     Some(found) => needed.push(found.seed.0 - base + 1),
                     None => missed += 1,
@@ -164,8 +198,9 @@ fn main() -> ExitCode {
             let per_seed = walls.iter().sum::<Duration>() / walls.len().max(1) as u32;
             let (lo, hi) = (needed.iter().min().copied().unwrap_or(0), needed.iter().max().copied().unwrap_or(0));
             println!(
-                "  {:<34} median {:>5} seeds (min {lo}, max {hi}; not found in {missed} of {sweeps}); {:.2} ms per seed",
-                variant.name(),
+                "  {:<14} {:<40} median {:>5} seeds (min {lo}, max {hi}; not found in {missed} of {sweeps}); {:.2} ms per seed",
+                case.walkthrough,
+                case.name,
                 median(needed),
                 per_seed.as_secs_f64() * 1000.0
             );

@@ -146,7 +146,10 @@ impl axum::serve::Listener for ServeListener {
 impl tonic::transport::server::Connected for TcpStream {
     type ConnectInfo = tonic::transport::server::TcpConnectInfo;
     fn connect_info(&self) -> Self::ConnectInfo {
-        tonic::transport::server::TcpConnectInfo { local_addr: self.local_addr().ok(), remote_addr: self.peer_addr().ok() }
+        tonic::transport::server::TcpConnectInfo {
+            local_addr: self.local_addr().ok(),
+            remote_addr: self.peer_addr().ok(),
+        }
     }
 }
 

@@ -263,6 +263,10 @@ impl Network {
         let ends: Vec<(u64, usize)> =
             st.conns.values().flat_map(|c| (0..2).filter(move |&i| mine(c, i)).map(move |i| (c.id, i))).collect();
         for &(id, i) in &ends {
+            if let Some(c) = st.conns.get_mut(&id) {
+                c.ends[i].process_gone = true;
+                c.ends[i].wake();
+            }
             match how {
                 Ending::Exit => state::close_end(core, &mut st, id, i),
                 Ending::Reset => state::abort_end(core, &mut st, id, i),
@@ -375,7 +379,8 @@ impl Network {
             Some(NameKind::ClusterIp { backends, .. }) | Some(NameKind::Headless { backends }) => backends.clone(),
             _ => return None,
         };
-        let sender = st.endpoint_watches.entry(name.to_string()).or_insert_with(|| tokio::sync::watch::channel(current).0);
+        let sender =
+            st.endpoint_watches.entry(name.to_string()).or_insert_with(|| tokio::sync::watch::channel(current).0);
         Some(sender.subscribe())
     }
 

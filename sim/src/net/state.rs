@@ -123,10 +123,14 @@ pub(crate) struct End {
     pub write_budget: Option<usize>,
     /// Read-side throttle: when the next read may return data.
     pub throttle_until: Option<Duration>,
+    /// Its process is gone (its incarnation ended): every local operation fails at once, so that
+    /// a task blocked on it is woken and ends at the instant of the end, as the process's threads
+    /// would have.
+    pub process_gone: bool,
 }
 
 impl End {
-    fn wake(&mut self) {
+    pub(crate) fn wake(&mut self) {
         if let Some(w) = self.read_waker.take() {
             w.wake();
         }

@@ -25,6 +25,12 @@ struct EndHandle {
     peer: SocketAddr,
 }
 
+/// What an operation on a socket of an ended incarnation returns: `ENETDOWN`, as every operation
+/// through the ended incarnation's host handle does.
+fn process_gone() -> io::Error {
+    os_error(errno::ENETDOWN)
+}
+
 impl Drop for EndHandle {
     fn drop(&mut self) {
         let core = &self.net.core;
@@ -43,6 +49,9 @@ impl EndHandle {
             return Poll::Ready(Ok(()));
         };
         let (i, from) = (self.end, 1 - self.end);
+        if c.ends[i].process_gone {
+            return Poll::Ready(Err(process_gone()));
+        }
         if c.pipes[from].recv_bytes > 0 {
             if buf.remaining() == 0 {
                 return Poll::Ready(Ok(()));
@@ -114,6 +123,9 @@ impl EndHandle {
             return Poll::Ready(Err(os_error(errno::EPIPE)));
         };
         let i = self.end;
+        if c.ends[i].process_gone {
+            return Poll::Ready(Err(process_gone()));
+        }
         if let Some(e) = c.ends[i].pending_error.take() {
             return Poll::Ready(Err(os_error(e)));
         }

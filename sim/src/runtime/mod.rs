@@ -93,6 +93,8 @@ struct TaskState {
     dead: std::collections::BTreeMap<Owner, tokio::time::Instant>,
     /// Polls of tasks whose owner had ended, by owner.
     zombie_polls: std::collections::BTreeMap<Owner, u64>,
+    /// Where the first such task of each owner was spawned.
+    zombie_sites: std::collections::BTreeMap<Owner, &'static Location<'static>>,
     /// Tasks aborted by the harness: their last "poll" is their cancellation, not a run.
     aborted: std::collections::HashSet<tokio::task::Id>,
     /// The poll in progress, when it is a poll of a dead owner's task in the drop cascade.
@@ -189,6 +191,11 @@ impl Tasks {
         self.lock().zombie_polls.clone()
     }
 
+    /// Where the first task polled after its owner ended was spawned, by owner.
+    pub(crate) fn zombie_sites(&self) -> std::collections::BTreeMap<Owner, &'static Location<'static>> {
+        self.lock().zombie_sites.clone()
+    }
+
     fn terminated(&self, meta: &tokio::runtime::TaskMeta<'_>) {
         let mut state = self.lock();
         state.live.remove(&meta.id());
@@ -214,6 +221,7 @@ impl Tasks {
                 state.cascade = Some(CascadePoll { id: meta.id(), owner, ended: false, aborted, children: Vec::new() });
             } else {
                 *state.zombie_polls.entry(owner).or_default() += 1;
+                state.note_zombie_site(owner, meta.id());
             }
         }
         let watcher = state.watcher == Some(meta.id());
@@ -234,6 +242,7 @@ impl Tasks {
             }
         } else {
             *state.zombie_polls.entry(cascade.owner).or_default() += 1;
+            state.note_zombie_site(cascade.owner, meta.id());
         }
     }
 
@@ -278,6 +287,13 @@ impl Tasks {
 }
 
 impl TaskState {
+    fn note_zombie_site(&mut self, owner: Owner, id: tokio::task::Id) {
+        if let Some(task) = self.live.get(&id) {
+            let site = task.spawned_at;
+            self.zombie_sites.entry(owner).or_insert(site);
+        }
+    }
+
     fn note_poll(&mut self, ordinal: u64, watcher: bool) {
         self.polls += 1;
         let relaxed = std::sync::atomic::Ordering::Relaxed;
