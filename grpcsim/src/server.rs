@@ -5,6 +5,9 @@
 //! keepalive, `max_connection_age` and `request.remote_addr()` behave as in production. What
 //! [`Server`] adds is around it:
 //!
+//! - **Readiness**: without a health service the node is ready once serving; with one
+//!   ([`Server::health`]), once the health service answers SERVING to a probe over the network,
+//!   as a kubelet's gRPC readiness probe would ask it.
 //! - **SIGTERM** (the node's shutdown signal): the health service (if given) reports
 //!   NOT_SERVING, then tonic's shutdown signal fires: tonic closes the listener and calls hyper's
 //!   graceful shutdown on every connection, which sends GOAWAY. Each connection's outgoing HTTP/2
@@ -101,8 +104,11 @@ impl Server {
         self
     }
 
-    /// The health reporter to flip to NOT_SERVING on SIGTERM (the overall service `""`); add the
-    /// health service to the router yourself.
+    /// Readiness from tonic-health, as a kubelet gRPC probe reads it: the node becomes ready when
+    /// the health service, asked over the network (`grpc.health.v1.Health/Check`, service `""`,
+    /// through the node's loopback every [`READINESS_PERIOD`]), answers SERVING — set it with
+    /// `reporter.set_service_status("", ServingStatus::Serving)` when your service is ready. On
+    /// SIGTERM the server reports NOT_SERVING. Add the health service to the router yourself.
     pub fn health(mut self, reporter: tonic_health::server::HealthReporter) -> Server {
         self.health = Some(reporter);
         self
@@ -115,16 +121,15 @@ impl Server {
     }
 
     /// Serves `router` on `listener` until SIGTERM, then drains (see the module docs). Sets the
-    /// node ready (and the health service SERVING) once serving.
+    /// node ready once serving — or, with [`Server::health`], once its health service answers
+    /// SERVING.
     ///
     /// # Errors
     /// tonic's transport error if serving fails.
     pub async fn serve(self, listener: sim::net::TcpListener, router: Router) -> Result<(), BoxError> {
         let node = self.node.clone();
         let ctx = node.sim().clone();
-        if let Some(h) = &self.health {
-            h.set_service_status("", tonic_health::ServingStatus::Serving).await;
-        }
+        let port = listener.local_addr()?.port();
         let conns = Conns::default();
         let incoming = TappedIncoming { listener, node: node.clone(), conns: conns.clone() };
         let (signal_tx, signal_rx) = tokio::sync::oneshot::channel::<()>();
@@ -132,7 +137,11 @@ impl Server {
             let _ = signal_rx.await;
         });
         tokio::pin!(serving);
-        node.set_ready();
+        if self.health.is_some() {
+            node.spawn(readiness_probe(node.clone(), port));
+        } else {
+            node.set_ready();
+        }
         let shutdown = node.shutdown_signal();
         tokio::pin!(shutdown);
         tokio::select! {
@@ -177,6 +186,28 @@ impl Server {
         };
         ctx.record("grpc.stopped", node.name(), format!("drained in {:?}", sigterm_at.elapsed()));
         result.map_err(Into::into)
+    }
+}
+
+/// How often the readiness probe asks the health service (kubelet's `periodSeconds` is 10 s by
+/// default; a simulation may as well ask often).
+pub const READINESS_PERIOD: Duration = Duration::from_millis(100);
+
+/// Asks the node's own health service, over its loopback, until it answers SERVING; then sets the
+/// node ready.
+async fn readiness_probe(node: NodeCtx, port: u16) {
+    let Ok(endpoint) = crate::client::endpoint(&format!("127.0.0.1:{port}")) else { return };
+    let channel = endpoint.connect_with_connector_lazy(sim::net::adapters::Connector::new(node.host().clone()));
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
+    loop {
+        let asked = health.check(tonic_health::pb::HealthCheckRequest { service: String::new() });
+        if let Ok(Ok(answer)) = tokio::time::timeout(READINESS_PERIOD, asked).await
+            && answer.into_inner().status == tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+        {
+            node.set_ready();
+            return;
+        }
+        tokio::time::sleep(READINESS_PERIOD).await;
     }
 }
 

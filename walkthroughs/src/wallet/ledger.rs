@@ -224,6 +224,7 @@ impl Ledger for LedgerService {
 pub async fn main(node: NodeCtx, store: Arc<LedgerStore>, variant: Variant) -> Result<(), BoxError> {
     let listener = node.host().listen(&LEDGER_PORT.to_string())?;
     let (reporter, health) = tonic_health::server::health_reporter();
+    reporter.set_service_status("", tonic_health::ServingStatus::Serving).await;
     let server = grpcsim::Server::new(&node).health(reporter).drain_bound(Duration::from_secs(5));
     let keyset = grpcsim::client::endpoint(&format!("keyset:{}", super::KEYSET_PORT))?
         .connect_timeout(Duration::from_secs(1))
