@@ -1,7 +1,9 @@
 //! The shopping cart walkthrough: the correct cart passes, each planted bug is found by its oracle
 //! and replays exactly in fresh processes.
 
-use sim::{Class, Simulation};
+mod support;
+
+use sim::Simulation;
 use walkthroughs::shoppingcart::{self, Variant};
 
 const SEEDS: std::ops::Range<u64> = 0..40;
@@ -15,16 +17,9 @@ fn the_correct_cart_passes() {
 }
 
 fn found(variant: Variant) {
-    let report = Simulation::new(variant.simulation()).seeds(SEEDS).run(move |ctx| shoppingcart::run(ctx, variant));
-    let outcome =
-        report.failures().find(|o| o.failure.as_ref().is_some_and(|f| f.oracle.as_deref() == variant.oracle()));
-    let outcome = outcome.unwrap_or_else(|| {
-        panic!("{}: not found by {:?} in seeds {SEEDS:?}:\n{report}", variant.name(), variant.oracle())
+    support::found(variant.simulation(), variant.name(), variant.oracle(), SEEDS, move |ctx| {
+        shoppingcart::run(ctx, variant)
     });
-    let failure = outcome.failure.as_ref().expect("failure");
-    assert_eq!(failure.class, Class::Correctness);
-    let replays = outcome.replays.as_ref().expect("confirmed");
-    assert_eq!((replays.matched, replays.of), (3, 3), "{replays}");
 }
 
 #[test]
