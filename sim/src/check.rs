@@ -19,7 +19,10 @@
 //!   lifecycle event sent, SIGTERM drains in-flight requests, and no task outlives its node;
 //! - a recovered panic fails the run unless allowed ([`crate::Simulation::allow_recovered_panics`]);
 //! - [`liveness`]: after healing, an operation succeeds within a bound computed from the system's
-//!   settings ([`LivenessBound`]).
+//!   settings ([`LivenessBound`]);
+//! - [`list_append`]: a Jepsen-style list-append checker for logs (appends, reads at offsets,
+//!   live subscribers) over a recorded history, as a function and as a check
+//!   ([`list_append::ListAppend`]).
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -30,6 +33,8 @@ use crate::Ctx;
 use crate::history::Entry;
 use crate::report::{Class, Failure};
 use crate::workload::{OpOutcome, OpRecord};
+
+pub mod list_append;
 
 /// A check's answer.
 #[derive(Clone, Debug, PartialEq, Eq)]
