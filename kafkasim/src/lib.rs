@@ -23,6 +23,7 @@
 //! | [`introspect`] | group, commit and partition histories for oracles |
 //! | [`local`] | the loopback mode |
 //! | [`client`] | a protocol-level client for tests and simulations |
+//! | [`history`] | partitions as list-append logs for `sim::check::list_append`: recording produces, fetches, consumers and final reads |
 //!
 //! The guide is `docs/src/kafkasim.md`, including what the fake does not do yet.
 
@@ -32,6 +33,7 @@ pub mod codec;
 mod error;
 pub mod faults;
 pub mod groups;
+pub mod history;
 pub mod introspect;
 pub mod local;
 pub mod log;
