@@ -29,7 +29,7 @@ use tokio::time::Instant;
 use crate::codec::{self, Decoded, DecodedRequest, RequestBody, ResponseBody};
 use crate::faults::{Fault, FaultAction, FaultGuard, FaultSet, Part};
 use crate::groups::{self, Group};
-use crate::introspect::{BatchView, CommitRecord, Generation, GroupView, Journal, PartitionView};
+use crate::introspect::{BatchView, CommitRecord, Generation, GroupEvent, GroupView, Journal, PartitionView};
 use crate::log::{PartitionLog, validate_batch};
 use crate::producer_ids::{ProducerIds, SequenceCheck};
 
@@ -317,8 +317,18 @@ impl Cluster {
         Instant::now().saturating_duration_since(self.inner.start)
     }
 
-    /// Records into the run's history when the cluster serves a simulation.
+    /// Records into the run's history when the cluster serves a simulation; the group
+    /// coordinator's events (`kafka.group.*`) are also kept for [`Cluster::group_events`].
     pub(crate) fn record(&self, kind: &str, identity: &str, detail: impl AsRef<str>) {
+        if kind.starts_with("kafka.group.") {
+            let event = GroupEvent {
+                at: self.elapsed(),
+                kind: kind.to_string(),
+                group: identity.to_string(),
+                detail: detail.as_ref().to_string(),
+            };
+            self.journal(|j| j.group_event(event));
+        }
         let ctx = self.inner.ctx.lock().unwrap_or_else(|p| p.into_inner()).clone();
         if let Some(ctx) = ctx {
             ctx.record(kind, identity, detail);
@@ -581,6 +591,14 @@ impl Cluster {
     /// Every offset commit attempt, oldest first.
     pub fn commits(&self) -> Vec<CommitRecord> {
         self.inner.journal.lock().unwrap_or_else(|p| p.into_inner()).commits.iter().cloned().collect()
+    }
+
+    /// The events of `group`'s coordinator, oldest first: state changes, and members leaving
+    /// (LeaveGroup), expiring or being removed ([`GroupEvent`]). The same events a simulation's
+    /// history holds, kept on loopback too.
+    pub fn group_events(&self, group: &str) -> Vec<GroupEvent> {
+        let journal = self.inner.journal.lock().unwrap_or_else(|p| p.into_inner());
+        journal.group_events.iter().filter(|e| e.group == group).cloned().collect()
     }
 
     /// `group`'s current state.

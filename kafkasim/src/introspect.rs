@@ -4,11 +4,15 @@
 //!   SyncGroup arrived, each member's assignment (the bytes the leader sent, undecoded);
 //! - every offset commit attempt as a [`CommitRecord`]: who, under which generation, which
 //!   offset and metadata, and the error code it was answered with (0 when stored);
-//! - per partition, a [`PartitionView`]: leader, log start, high watermark and the batches.
+//! - per partition, a [`PartitionView`]: leader, log start, high watermark and the batches;
+//! - per group, its coordinator's events as [`GroupEvent`]s (`kafka.group.*`: state changes,
+//!   members leaving, expiring or being removed) — what a simulation's history shows, kept on
+//!   loopback too.
 //!
 //! Times are [`std::time::Duration`]s since the cluster was built, on tokio's clock: fake time in
 //! a simulation, real time on loopback. Histories are bounded ([`GENERATIONS_MAX`],
-//! [`COMMITS_MAX`]); beyond a bound the oldest entries are dropped and counted.
+//! [`COMMITS_MAX`], [`GROUP_EVENTS_MAX`]); beyond a bound the oldest entries are dropped and
+//! counted.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
@@ -19,6 +23,8 @@ use bytes::Bytes;
 pub const GENERATIONS_MAX: usize = 100_000;
 /// Commit records kept.
 pub const COMMITS_MAX: usize = 1_000_000;
+/// Group coordinator events kept (all groups together).
+pub const GROUP_EVENTS_MAX: usize = 100_000;
 
 /// A member as a generation saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,6 +78,24 @@ pub struct CommitRecord {
     pub metadata: Option<String>,
     /// The error code answered (0: stored).
     pub error: i16,
+}
+
+/// An event of a group's coordinator, as the cluster records it into a simulation's history
+/// (kind `kafka.group.state`, `kafka.group.member` or `kafka.group.static`, identity the group).
+///
+/// The member events' details name the member id first: `<id> left` (LeaveGroup),
+/// `<id> expired: session timeout`, `<id> removed: <why>` (did not rejoin or sync within the
+/// rebalance timeout), and for a static member (KIP-345) `<instance>: <old id> replaced by <new id>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupEvent {
+    /// When it happened.
+    pub at: Duration,
+    /// The history kind.
+    pub kind: String,
+    /// The group.
+    pub group: String,
+    /// The history detail.
+    pub detail: String,
 }
 
 /// A batch as an oracle sees it.
@@ -128,6 +152,7 @@ pub struct GroupView {
 pub(crate) struct Journal {
     pub generations: BTreeMap<String, VecDeque<Generation>>,
     pub commits: VecDeque<CommitRecord>,
+    pub group_events: VecDeque<GroupEvent>,
     pub dropped: u64,
 }
 
@@ -146,6 +171,14 @@ impl Journal {
             self.generations.get_mut(group).and_then(|list| list.iter_mut().rev().find(|g| g.generation == generation))
         {
             g.assignments = assignments;
+        }
+    }
+
+    pub(crate) fn group_event(&mut self, event: GroupEvent) {
+        self.group_events.push_back(event);
+        if self.group_events.len() > GROUP_EVENTS_MAX {
+            self.group_events.pop_front();
+            self.dropped += 1;
         }
     }
 

@@ -23,6 +23,7 @@
 //! | [`introspect`] | group, commit and partition histories for oracles |
 //! | [`local`] | the loopback mode |
 //! | [`client`] | a protocol-level client for tests and simulations |
+//! | [`models`] | the queue models Q1–Q9: oracles over what consumers did and what the broker saw |
 //! | [`history`] | partitions as list-append logs for `sim::check::list_append`: recording produces, fetches, consumers and final reads |
 //!
 //! The guide is `docs/src/kafkasim.md`, including what the fake does not do yet.
@@ -37,6 +38,7 @@ pub mod history;
 pub mod introspect;
 pub mod local;
 pub mod log;
+pub mod models;
 pub mod producer_ids;
 
 pub use broker::{Cluster, ClusterBuilder, Control};

@@ -1,0 +1,225 @@
+//! Q8, shutdown drains: a member told to stop ([`What::Stop`]) finishes what it began,
+//! commits what it processed, leaves the group with LeaveGroup, and does nothing afterwards.
+//!
+//! The `KafkaConsumer` javadoc: `close()` commits (with auto-commit) and leaves the group, so its
+//! partitions are reassigned at once instead of after the session timeout; a consumer with
+//! manual commits commits its processed offsets before closing (or on revocation). Judged:
+//!
+//! - at its [`What::Leave`], every record the member began has finished (processed or failed):
+//!   no in-flight processing is abandoned;
+//! - at its leave, for each partition it held at the stop or was assigned after it, its last
+//!   accepted commit covers the last record it processed in its current hold (offset + 1);
+//! - it left at all: a member told to stop that never leaves (nor crashes) fails at the end;
+//! - the coordinator saw it go with LeaveGroup, after the stop ([`crate::models::Departure`];
+//!   judged when the broker's facts know the member's client id). A static member (KIP-345: a
+//!   `group.instance.id`) does not send LeaveGroup on close, so its departure is not judged;
+//! - after its leave it neither begins, processes nor commits anything, until it is assigned
+//!   partitions again (a new incarnation).
+//!
+//! A crash after the stop (the harness's SIGKILL after the grace) ends the member's obligations.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use crate::models::event::{Answer, Event, TopicPartition, What, ranges};
+use crate::models::facts::DepartureCause;
+use crate::models::holds::Holds;
+use crate::models::{Facts, Model, Q8, Spec, Violation};
+
+#[derive(Debug, Default)]
+struct Member {
+    /// The stop being drained: (seq, at).
+    stop: Option<(u64, Duration)>,
+    /// Partitions held at the stop or assigned after it.
+    owed: BTreeSet<TopicPartition>,
+    /// Records begun and not finished: (partition, offset) → seq.
+    in_flight: BTreeMap<(TopicPartition, i64), u64>,
+    /// The last offset processed in the current hold, per partition.
+    processed: BTreeMap<TopicPartition, i64>,
+    /// The highest accepted commit, per partition.
+    committed: BTreeMap<TopicPartition, i64>,
+    /// Its leave: (seq, at).
+    left: Option<(u64, Duration)>,
+}
+
+/// Q8 (see the module docs).
+#[derive(Debug)]
+pub struct ShutdownDrains {
+    group: String,
+    holds: Holds,
+    members: BTreeMap<String, Member>,
+    /// (member, stop at, leave seq) of every drained stop, for the coordinator's evidence.
+    drained: Vec<(String, Duration, u64)>,
+}
+
+impl ShutdownDrains {
+    /// Q8 for `spec`'s group.
+    pub fn new(spec: &Spec) -> ShutdownDrains {
+        ShutdownDrains {
+            group: spec.group().to_string(),
+            holds: Holds::default(),
+            members: BTreeMap::new(),
+            drained: Vec::new(),
+        }
+    }
+}
+
+fn violation(group: &str, e: &Event, message: String) -> Violation {
+    Violation::new(Q8, group, format!("#{} at {:?}: {message}", e.seq, e.at)).member(&e.member)
+}
+
+impl Model for ShutdownDrains {
+    fn name(&self) -> &'static str {
+        Q8
+    }
+
+    fn on_event(&mut self, e: &Event) -> Vec<Violation> {
+        self.holds.apply(e);
+        let held = self.holds.held(&e.member);
+        let group = self.group.as_str();
+        let m = self.members.entry(e.member.clone()).or_default();
+        let mut out = Vec::new();
+        let after_leave = m.left.map(|(seq, at)| format!("after it left the group (#{seq} at {at:?})"));
+        match &e.what {
+            What::Assign(tp) => {
+                // A new hold; after a leave, a new incarnation.
+                m.left = None;
+                m.processed.remove(tp);
+                if m.stop.is_some() {
+                    m.owed.insert(tp.clone());
+                }
+            }
+            What::Begin { tp, offset } => {
+                m.in_flight.insert((tp.clone(), *offset), e.seq);
+                if let Some(when) = after_leave {
+                    let v = violation(group, e, format!("began {offset} {when}")).partition(tp).offsets([*offset]);
+                    out.push(v);
+                }
+            }
+            What::Process { tp, offset, .. } | What::Error { tp, offset, .. } => {
+                m.in_flight.remove(&(tp.clone(), *offset));
+                if matches!(e.what, What::Process { .. }) {
+                    let last = m.processed.entry(tp.clone()).or_insert(*offset);
+                    *last = (*last).max(*offset);
+                }
+                if let Some(when) = after_leave {
+                    let v = violation(group, e, format!("{} {offset} {when}", e.what.name()))
+                        .partition(tp)
+                        .offsets([*offset]);
+                    out.push(v);
+                }
+            }
+            What::Commit { tp, offset, answer } => {
+                if *answer == Answer::Accepted {
+                    let c = m.committed.entry(tp.clone()).or_insert(*offset);
+                    *c = (*c).max(*offset);
+                }
+                if let Some(when) = after_leave {
+                    let v = violation(group, e, format!("committed {offset} ({answer}) {when}"))
+                        .partition(tp)
+                        .offsets([*offset]);
+                    out.push(v);
+                }
+            }
+            What::Stop => {
+                if m.stop.is_none() {
+                    m.stop = Some((e.seq, e.at));
+                    m.owed = held;
+                }
+            }
+            What::Leave => {
+                let stop = m.stop.take();
+                let owed = std::mem::take(&mut m.owed);
+                let in_flight = std::mem::take(&mut m.in_flight);
+                let gaps: Vec<(TopicPartition, i64, Option<i64>)> = owed
+                    .iter()
+                    .filter_map(|tp| {
+                        let processed = *m.processed.get(tp)?;
+                        let committed = m.committed.get(tp).copied();
+                        (committed.is_none_or(|c| c <= processed)).then(|| (tp.clone(), processed, committed))
+                    })
+                    .collect();
+                m.left = Some((e.seq, e.at));
+                if let Some((stop_seq, stop_at)) = stop {
+                    self.drained.push((e.member.clone(), stop_at, e.seq));
+                    for ((tp, offset), seq) in in_flight {
+                        let v = violation(
+                            group,
+                            e,
+                            format!(
+                                "left while processing {offset} (begun #{seq}) had not finished: in-flight work \
+                                 abandoned at shutdown (stop #{stop_seq})"
+                            ),
+                        );
+                        out.push(v.partition(&tp).offsets([offset]));
+                    }
+                    for (tp, processed, committed) in gaps {
+                        let committed = committed.map_or_else(|| "none".to_string(), |c| c.to_string());
+                        let v = violation(
+                            group,
+                            e,
+                            format!(
+                                "left having processed up to {processed} but with its last accepted commit at \
+                                 {committed}: shutdown did not commit what it processed (stop #{stop_seq})"
+                            ),
+                        );
+                        out.push(v.partition(&tp).offsets([processed]));
+                    }
+                }
+            }
+            What::Crash => {
+                *m = Member::default();
+            }
+            What::Revoke { .. } | What::Heal { .. } => {}
+        }
+        out
+    }
+
+    fn finish(&mut self, facts: &Facts, _end: Duration) -> Vec<Violation> {
+        let mut out = Vec::new();
+        for (name, m) in &self.members {
+            if let Some((seq, at)) = m.stop {
+                let in_flight: Vec<i64> = m.in_flight.keys().map(|(_, o)| *o).collect();
+                let mut v = Violation::new(
+                    Q8,
+                    &self.group,
+                    format!(
+                        "told to stop (#{seq} at {at:?}) and never left the group{}",
+                        if in_flight.is_empty() {
+                            String::new()
+                        } else {
+                            format!("; records still in flight: {}", ranges(&in_flight))
+                        }
+                    ),
+                )
+                .member(name);
+                v.offsets = in_flight;
+                out.push(v);
+            }
+        }
+        for (member, stop_at, leave_seq) in &self.drained {
+            let ids = facts.member_ids_of(member);
+            if ids.is_empty() || facts.is_static(member) {
+                continue;
+            }
+            let seen = facts.departures.iter().find(|d| d.at >= *stop_at && ids.contains(d.member_id.as_str()));
+            let problem = match seen {
+                Some(d) if d.cause == DepartureCause::Left => continue,
+                Some(d) => format!("the coordinator saw member id {} go by {:?} at {:?}", d.member_id, d.cause, d.at),
+                None => "the coordinator saw none of its member ids leave after the stop".to_string(),
+            };
+            out.push(
+                Violation::new(
+                    Q8,
+                    &self.group,
+                    format!(
+                        "left (#{leave_seq}) without LeaveGroup after its stop at {stop_at:?}: {problem}; its \
+                         partitions wait for the session timeout"
+                    ),
+                )
+                .member(member),
+            );
+        }
+        out
+    }
+}
