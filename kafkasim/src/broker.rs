@@ -208,6 +208,13 @@ pub(crate) struct State {
     next_topic: u64,
 }
 
+impl State {
+    /// Whether the cluster has partition `partition` of a topic named `name`.
+    pub(crate) fn has_partition(&self, name: &str, partition: i32) -> bool {
+        self.topics.get(name).is_some_and(|t| usize::try_from(partition).is_ok_and(|i| i < t.partitions.len()))
+    }
+}
+
 pub(crate) struct Inner {
     config: Config,
     state: Mutex<State>,
@@ -815,6 +822,10 @@ impl Cluster {
         let version = request.header.request_api_version;
         let client_id = request.header.client_id.as_deref().unwrap_or_default().to_string();
         let reply = match request.body {
+            RequestBody::ApiVersions(r) if version >= 3 && !codec::client_software_valid(&r) => {
+                // Apache Kafka's ApiVersionsRequest.isValid: v3+ names the client's software.
+                ResponseBody::ApiVersions(ApiVersionsResponse::default().with_error_code(E::InvalidRequest.code()))
+            }
             RequestBody::ApiVersions(_) => ResponseBody::ApiVersions(codec::api_versions_response(0)),
             RequestBody::Metadata(r) => ResponseBody::Metadata(self.metadata(broker, version, &r)),
             RequestBody::CreateTopics(r) => ResponseBody::CreateTopics(self.create_topics(broker, version, &r)),
@@ -1145,13 +1156,19 @@ impl Cluster {
                                 .with_last_stable_offset(-1);
                         };
                         let hw = p.log.high_watermark();
+                        if fp.fetch_offset < p.log.log_start() || fp.fetch_offset > hw {
+                            // As Kafka answers any partition error: no watermarks (measured against
+                            // Apache Kafka 4.2 by fidelity's differential suite).
+                            errors = true;
+                            return r
+                                .with_error_code(E::OffsetOutOfRange.code())
+                                .with_high_watermark(-1)
+                                .with_last_stable_offset(-1)
+                                .with_log_start_offset(-1);
+                        }
                         r = r.with_high_watermark(hw).with_last_stable_offset(hw);
                         if version >= 5 {
                             r = r.with_log_start_offset(p.log.log_start());
-                        }
-                        if fp.fetch_offset < p.log.log_start() || fp.fetch_offset > hw {
-                            errors = true;
-                            return r.with_error_code(E::OffsetOutOfRange.code());
                         }
                         let partition_max = usize::try_from(fp.partition_max_bytes).unwrap_or(0);
                         // KIP-74: the first batch of the response goes out whatever its size.
@@ -1237,6 +1254,10 @@ impl Cluster {
         if let Some(code) = st.faults.error_for(ApiKey::InitProducerId, broker, Part::default()) {
             return r.with_error_code(code);
         }
+        if req.transactional_id.as_ref().is_some_and(|t| t.is_empty()) {
+            // Kafka's transaction coordinator refuses an empty transactional id.
+            return r.with_error_code(E::InvalidRequest.code());
+        }
         if req.transactional_id.is_some() {
             // Transactions are not modelled yet.
             return r.with_error_code(E::TransactionalIdAuthorizationFailed.code());
@@ -1260,8 +1281,12 @@ impl Cluster {
             vec![req.key.to_string()]
         };
         let answer = |key: &str| -> Result<(i32, String, i32), E> {
-            if req.key_type != 0 {
-                return Err(E::CoordinatorNotAvailable);
+            match req.key_type {
+                0 => {}
+                // Transaction (1) and share (2) coordinators are not modelled yet.
+                1 | 2 => return Err(E::CoordinatorNotAvailable),
+                // Kafka's CoordinatorType.forId refuses any other key type.
+                _ => return Err(E::InvalidRequest),
             }
             if let Some(code) =
                 st.faults.error_for(ApiKey::FindCoordinator, broker, Part { group: Some(key), ..Part::default() })

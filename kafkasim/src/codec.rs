@@ -244,6 +244,23 @@ pub fn api_versions_response(error_code: i16) -> ApiVersionsResponse {
     ApiVersionsResponse::default().with_error_code(error_code).with_api_keys(api_keys)
 }
 
+/// Whether an ApiVersions v3+ request names its client's software as Apache Kafka requires
+/// (`ApiVersionsRequest.isValid`): name and version each match
+/// `[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?`. Kafka answers `INVALID_REQUEST` otherwise.
+pub fn client_software_valid(request: &ApiVersionsRequest) -> bool {
+    fn valid(x: &str) -> bool {
+        let b = x.as_bytes();
+        let edge = |c: &u8| c.is_ascii_alphanumeric();
+        let inner = |c: &u8| c.is_ascii_alphanumeric() || *c == b'-' || *c == b'.';
+        match b {
+            [] => false,
+            [only] => edge(only),
+            [first, middle @ .., last] => edge(first) && edge(last) && middle.iter().all(inner),
+        }
+    }
+    valid(&request.client_software_name) && valid(&request.client_software_version)
+}
+
 /// Reads one frame's bytes (after its size prefix). `Ok(None)` at a clean EOF before a frame.
 ///
 /// The body is read as it arrives (never allocated up front from the prefix), so a prefix

@@ -18,8 +18,10 @@
 //!   removed; members waiting in JoinGroup or SyncGroup are kept alive;
 //! - static members (`group.instance.id`) rejoining with an empty member id replace their old
 //!   member id (the old one is fenced: `FENCED_INSTANCE_ID`), without a rebalance when the group
-//!   is stable, the member is not the leader and its protocols are unchanged;
-//! - OffsetCommit: an admin commit (generation -1, no member) only to an empty or unknown group;
+//!   is stable and its protocols are unchanged — the leader too (KIP-814: it gets the members
+//!   with `skip_assignment`);
+//! - OffsetCommit: unknown partitions are `UNKNOWN_TOPIC_OR_PARTITION` before any group check
+//!   (Kafka's request handler filters them out; with none left the group is not consulted); an admin commit (generation -1, no member) only to an empty or unknown group;
 //!   otherwise `FENCED_INSTANCE_ID`, `UNKNOWN_MEMBER_ID`, `ILLEGAL_GENERATION` in that order,
 //!   then `REBALANCE_IN_PROGRESS` while `CompletingRebalance`; metadata above
 //!   [`OFFSET_METADATA_BYTES_MAX`] is `OFFSET_METADATA_TOO_LARGE`;
@@ -286,8 +288,15 @@ fn join_locked(
                 }
                 cluster.record("kafka.group.static", &group_id, format!("{instance}: {old_id} replaced by {new_id}"));
                 spawn_session_timer(cluster, &group_id, &new_id);
-                if group.state == GroupState::Stable && unchanged && !was_leader {
-                    return Reply::Now(current_join(group, &new_id, version));
+                if group.state == GroupState::Stable && unchanged {
+                    // KIP-814: no rebalance, even for the leader; the leader gets the members
+                    // and is told to skip computing an assignment (v9+).
+                    let answer = current_join(group, &new_id, version);
+                    return Reply::Now(if was_leader && version >= 9 {
+                        answer.with_skip_assignment(true)
+                    } else {
+                        answer
+                    });
                 }
                 group.members[&new_id].join_waiter.replace((version, tx));
                 trigger(cluster, &group_id, group, "static member rejoined");
@@ -889,7 +898,16 @@ pub(crate) fn commit(cluster: &Cluster, broker: i32, version: i16, req: &OffsetC
     let member_id = req.member_id.to_string();
     let instance = req.group_instance_id.as_ref().map(|i| i.to_string());
     let generation = if version >= 1 { req.generation_id_or_member_epoch } else { -1 };
-    let top = commit_check(cluster, &mut st, broker, &group_id, &member_id, instance.as_deref(), generation).err();
+    // Apache Kafka's KafkaApis answers partitions it does not know with UNKNOWN_TOPIC_OR_PARTITION
+    // before the group coordinator sees the request, and skips the coordinator when none is
+    // known (measured against Kafka 4.2 by fidelity's differential suite).
+    let any_known =
+        req.topics.iter().any(|t| t.partitions.iter().any(|p| st.has_partition(t.name.0.as_str(), p.partition_index)));
+    let top = if any_known {
+        commit_check(cluster, &mut st, broker, &group_id, &member_id, instance.as_deref(), generation).err()
+    } else {
+        None
+    };
     let at = cluster.elapsed();
     let mut topics = Vec::new();
     let mut records = Vec::new();
@@ -899,7 +917,9 @@ pub(crate) fn commit(cluster: &Cluster, broker: i32, version: i16, req: &OffsetC
         for p in &t.partitions {
             let part = Part { topic: Some(&topic), partition: Some(p.partition_index), group: Some(&group_id) };
             let metadata = p.committed_metadata.as_ref().map(|m| m.to_string());
-            let code = if let Some(e) = top {
+            let code = if !st.has_partition(&topic, p.partition_index) {
+                E::UnknownTopicOrPartition.code()
+            } else if let Some(e) = top {
                 e.code()
             } else if let Some(code) = st.faults.error_for(ApiKey::OffsetCommit, broker, part) {
                 code
@@ -942,7 +962,8 @@ pub(crate) fn commit(cluster: &Cluster, broker: i32, version: i16, req: &OffsetC
         );
     }
     // A commit from a live member counts as a heartbeat.
-    if top.is_none()
+    if any_known
+        && top.is_none()
         && let Some(m) = st.groups.get_mut(&group_id).and_then(|g| g.members.get_mut(&member_id))
     {
         m.deadline = Instant::now() + m.session_timeout;

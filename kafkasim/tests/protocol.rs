@@ -26,7 +26,7 @@ fn batch(values: &[&str], ts: i64) -> Bytes {
 async fn api_versions_lists_served_versions_and_answers_a_too_new_request_with_unsupported_version() {
     let cluster = cluster();
     let mut c = connect(&cluster, 0, "t");
-    let resp = c.send(ApiVersionsRequest::default(), 3).await.expect("v3");
+    let resp = c.send(api_versions(), 3).await.expect("v3");
     assert_eq!(resp.error_code, 0);
     let fetch = resp.api_keys.iter().find(|k| k.api_key == ApiKey::Fetch as i16).expect("fetch served");
     assert_eq!((fetch.min_version, fetch.max_version), (4, 12));
@@ -47,6 +47,20 @@ async fn api_versions_lists_served_versions_and_answers_a_too_new_request_with_u
 use kafkasim::kafka_protocol::protocol::Decodable;
 
 #[tokio::test(start_paused = true)]
+async fn api_versions_v3_must_name_the_client_software_as_kafka_requires() {
+    let cluster = cluster();
+    let mut c = connect(&cluster, 0, "t");
+    let resp = c.send(ApiVersionsRequest::default(), 3).await.expect("answered");
+    assert_eq!(resp.error_code, E::InvalidRequest.code(), "empty name and version");
+    assert!(resp.api_keys.is_empty());
+    let bad = api_versions().with_client_software_name(s("-leading-dash"));
+    assert_eq!(c.send(bad, 3).await.expect("answered").error_code, E::InvalidRequest.code());
+    assert_eq!(c.send(api_versions(), 3).await.expect("answered").error_code, 0);
+    // v0–v2 carry no software name.
+    assert_eq!(c.send(ApiVersionsRequest::default(), 2).await.expect("answered").error_code, 0);
+}
+
+#[tokio::test(start_paused = true)]
 async fn an_unserved_version_closes_that_connection_and_others_keep_working() {
     let cluster = cluster();
     let mut bad = connect(&cluster, 0, "bad");
@@ -54,7 +68,7 @@ async fn an_unserved_version_closes_that_connection_and_others_keep_working() {
     // Metadata v13 is above the served range (12).
     let err = bad.send(MetadataRequest::default(), 13).await.expect_err("closed");
     assert!(matches!(err, kafkasim::Error::Closed | kafkasim::Error::Io(_)), "{err}");
-    let resp = good.send(ApiVersionsRequest::default(), 3).await.expect("still served");
+    let resp = good.send(api_versions(), 3).await.expect("still served");
     assert_eq!(resp.error_code, 0);
 }
 
@@ -325,6 +339,7 @@ async fn error_faults_hit_only_the_selected_partition() {
 #[tokio::test(start_paused = true)]
 async fn apply_then_drop_stores_the_commit_and_loses_the_response() {
     let cluster = cluster();
+    cluster.create_topic("t", 1).expect("created");
     let guard = cluster.install(Fault::new(ApiKey::OffsetCommit, FaultAction::ApplyThenDrop).group("g"));
     let mut c = connect(&cluster, 0, "c");
     let err = c.send(commit_request("g", -1, "", "t", 0, 5, None), 8).await.expect_err("response lost");
@@ -342,11 +357,11 @@ async fn delay_and_silence_faults_hold_the_response() {
     let delay = cluster.install(Fault::new(ApiKey::ApiVersions, FaultAction::Delay(Duration::from_secs(2))));
     let mut c = connect(&cluster, 0, "c");
     let start = tokio::time::Instant::now();
-    c.send(ApiVersionsRequest::default(), 3).await.expect("answered late");
+    c.send(api_versions(), 3).await.expect("answered late");
     assert_eq!(start.elapsed(), Duration::from_secs(2));
     drop(delay);
     let _silence = cluster.install(Fault::new(ApiKey::ApiVersions, FaultAction::Silence));
-    let silent = tokio::time::timeout(Duration::from_secs(60), c.send(ApiVersionsRequest::default(), 3)).await;
+    let silent = tokio::time::timeout(Duration::from_secs(60), c.send(api_versions(), 3)).await;
     assert!(silent.is_err(), "no answer at all");
 }
 
@@ -358,7 +373,7 @@ async fn a_broker_going_down_moves_its_partitions_and_closes_its_connections() {
     let mut c = connect(&cluster, leader, "c");
     c.send(produce_request("t", 0, batch(&["a"], 0), 1), 9).await.expect("produce");
     cluster.broker_down(leader);
-    let err = c.send(ApiVersionsRequest::default(), 3).await.expect_err("closed");
+    let err = c.send(api_versions(), 3).await.expect_err("closed");
     assert!(matches!(err, kafkasim::Error::Closed | kafkasim::Error::Io(_)), "{err}");
     let view = cluster.partition("t", 0).expect("exists");
     assert_ne!(view.leader, leader);
@@ -384,7 +399,11 @@ async fn retention_by_size_moves_the_log_start_offset() {
     assert!(view.log_start > 0, "{view:?}");
     let resp = c.send(fetch_request("t", 0, 0, 0), 12).await.expect("fetch");
     assert_eq!(resp.responses[0].partitions[0].error_code, E::OffsetOutOfRange.code());
-    assert_eq!(resp.responses[0].partitions[0].log_start_offset, view.log_start);
+    // As Kafka, an out-of-range answer carries no watermarks; ListOffsets gives the log start.
+    assert_eq!(resp.responses[0].partitions[0].log_start_offset, -1);
+    assert_eq!(resp.responses[0].partitions[0].high_watermark, -1);
+    let earliest = c.send(list_offsets_request("t", 0, -2), 7).await.expect("list offsets");
+    assert_eq!(earliest.topics[0].partitions[0].offset, view.log_start);
 }
 
 #[tokio::test(start_paused = true)]
@@ -482,6 +501,7 @@ async fn describe_list_and_batch_leave_report_the_group_as_kafka_does() {
 #[tokio::test(start_paused = true)]
 async fn admin_commits_only_reach_empty_groups_and_large_metadata_is_refused() {
     let cluster = cluster();
+    cluster.create_topic("t", 1).expect("created");
     let mut c = connect(&cluster, 0, "admin");
     let ok = c.send(commit_request("fresh", -1, "", "t", 0, 1, None), 8).await.expect("commit");
     assert_eq!(commit_code(&ok), 0, "an admin commit to an unknown group creates it");

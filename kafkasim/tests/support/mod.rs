@@ -24,6 +24,21 @@ pub fn connect(cluster: &Cluster, broker: i32, client_id: &str) -> Client<Duplex
     Client::new(client, client_id)
 }
 
+/// ApiVersions v3+ as a client sends it: Kafka refuses one that does not name its software.
+pub fn api_versions() -> ApiVersionsRequest {
+    ApiVersionsRequest::default().with_client_software_name(s("kafkasim-tests")).with_client_software_version(s("0.1"))
+}
+
+pub fn list_offsets_request(topic: &str, partition: i32, timestamp: i64) -> ListOffsetsRequest {
+    ListOffsetsRequest::default().with_replica_id(BrokerId(-1)).with_topics(vec![
+        list_offsets_request::ListOffsetsTopic::default().with_name(TopicName(s(topic))).with_partitions(vec![
+            list_offsets_request::ListOffsetsPartition::default()
+                .with_partition_index(partition)
+                .with_timestamp(timestamp),
+        ]),
+    ])
+}
+
 pub fn produce_request(topic: &str, partition: i32, records: Bytes, acks: i16) -> ProduceRequest {
     ProduceRequest::default().with_acks(acks).with_timeout_ms(5000).with_topic_data(vec![
         produce_request::TopicProduceData::default().with_name(TopicName(s(topic))).with_partition_data(vec![
