@@ -1,133 +1,22 @@
-//! kafkasim's benchmarks (a bench binary: `cargo bench -p kafkasim --bench kafkasim`, add
-//! `-- --quick` for a short run):
+//! kafkasim's simulated-time benchmark (a bench binary: `cargo bench -p kafkasim --bench
+//! kafkasim`, add `-- --quick` for a short run): a 3-member group through 100 rebalances inside
+//! a simulation, driven by protocol-level clients over the simulated network.
 //!
-//! 1. broker start-to-ready: `Broker::start_local()` until an ApiVersions request over a fresh
-//!    loopback connection is answered (absolute; the comparison with a real Apache Kafka KRaft
-//!    broker needs that broker, which a later issue brings);
-//! 2. produce then fetch throughput over loopback with rdkafka (absolute): an idempotent
-//!    `BaseProducer` sending 100-byte records, then a `BaseConsumer` reading them all back;
-//! 3. simulated-time speed: a 3-member group through 100 rebalances inside a simulation, driven
-//!    by protocol-level clients over the simulated network.
+//! Broker start-to-ready and rdkafka produce/fetch throughput over loopback are measured side by
+//! side with a real Apache Kafka broker, with ratios, by `cargo bench -p fidelity --bench kafka`.
 
-use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use kafkasim::kafka_protocol::ResponseError as E;
 use kafkasim::kafka_protocol::messages::*;
 use kafkasim::kafka_protocol::protocol::StrBytes;
-use kafkasim::{Broker, Client, Cluster};
-use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
-use rdkafka::{Offset, TopicPartitionList};
+use kafkasim::{Client, Cluster};
 use sim::net::{NetConfig, TcpStream};
 use sim::{Failure, Simulation};
 
 fn s(x: &str) -> StrBytes {
     StrBytes::from_string(x.to_string())
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
-}
-
-/// Start-to-ready of one loopback broker, `n` times.
-fn start_to_ready(n: usize) {
-    let (request, _) =
-        Client::new(tokio::io::empty(), "bench").encode(&ApiVersionsRequest::default(), 3).expect("encodes");
-    let mut runs = Vec::new();
-    for _ in 0..n {
-        let t = Instant::now();
-        let broker = Broker::start_local().expect("broker");
-        let addr = broker.bootstrap_servers().to_string();
-        let mut conn = std::net::TcpStream::connect(&addr).expect("connect");
-        conn.write_all(&request).expect("write");
-        let mut size = [0u8; 4];
-        conn.read_exact(&mut size).expect("read");
-        let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
-        conn.read_exact(&mut body).expect("read");
-        runs.push(t.elapsed());
-        drop(conn);
-        drop(broker);
-    }
-    runs.sort();
-    println!(
-        "start-to-ready (loopback, ApiVersions answered)  n={n:<4} median {:>9.1?}  p90 {:>9.1?}  min {:>9.1?}",
-        percentile(&runs, 0.5),
-        percentile(&runs, 0.9),
-        runs[0]
-    );
-}
-
-/// rdkafka produce, then fetch, of `count` 100-byte records over loopback.
-fn rdkafka_throughput(count: usize) {
-    let broker = Broker::start_local().expect("broker");
-    broker.cluster().create_topic("bench", 3).expect("topic");
-    let bootstrap = broker.bootstrap_servers().to_string();
-    let producer: BaseProducer = ClientConfig::new()
-        .set("bootstrap.servers", &bootstrap)
-        .set("enable.idempotence", "true")
-        .set("linger.ms", "5")
-        .set("queue.buffering.max.messages", "1000000")
-        .create()
-        .expect("producer");
-    let payload = [b'x'; 100];
-    let t = Instant::now();
-    for i in 0..count {
-        let key = (i as u32).to_be_bytes();
-        loop {
-            match producer.send(BaseRecord::to("bench").key(&key[..]).payload(&payload[..])) {
-                Ok(()) => break,
-                Err((_, _)) => {
-                    producer.poll(Duration::from_millis(1));
-                }
-            }
-        }
-        if i % 1000 == 0 {
-            producer.poll(Duration::ZERO);
-        }
-    }
-    producer.flush(Duration::from_secs(120)).expect("flushed");
-    let produce = t.elapsed();
-    let stored: i64 = (0..3).map(|p| broker.cluster().partition("bench", p).expect("exists").high_watermark).sum();
-    assert_eq!(stored, count as i64, "every record stored once");
-
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", &bootstrap)
-        .set("group.id", "bench")
-        .set("enable.auto.commit", "false")
-        .create()
-        .expect("consumer");
-    let mut tpl = TopicPartitionList::new();
-    for p in 0..3 {
-        tpl.add_partition_offset("bench", p, Offset::Beginning).expect("partition");
-    }
-    consumer.assign(&tpl).expect("assign");
-    let t = Instant::now();
-    let mut read = 0;
-    while read < count {
-        if let Some(m) = consumer.poll(Duration::from_secs(10)) {
-            m.expect("a record");
-            read += 1;
-        } else {
-            panic!("fetch stalled at {read} of {count}");
-        }
-    }
-    let fetch = t.elapsed();
-    let mb = (count * 100) as f64 / 1e6;
-    println!(
-        "rdkafka produce over loopback (100 B records)    n={count:<7} {:>9.1?}  {:>9.0} records/s  {:>6.1} MB/s",
-        produce,
-        count as f64 / produce.as_secs_f64(),
-        mb / produce.as_secs_f64()
-    );
-    println!(
-        "rdkafka fetch over loopback (100 B records)      n={count:<7} {:>9.1?}  {:>9.0} records/s  {:>6.1} MB/s",
-        fetch,
-        count as f64 / fetch.as_secs_f64(),
-        mb / fetch.as_secs_f64()
-    );
 }
 
 fn fail(e: impl std::fmt::Display) -> Failure {
@@ -256,7 +145,5 @@ fn simulated_rebalances(rebalances: i32, seeds: u64) {
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     println!("kafkasim benchmarks ({})", if quick { "quick" } else { "full" });
-    start_to_ready(if quick { 20 } else { 200 });
-    rdkafka_throughput(if quick { 20_000 } else { 200_000 });
     simulated_rebalances(100, if quick { 1 } else { 10 });
 }

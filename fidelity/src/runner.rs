@@ -1,0 +1,252 @@
+//! Runs scenarios against the fake and the real server, side by side, and reports.
+//!
+//! Each scenario runs twice, at once: against a fresh fake (started per scenario by the suite's
+//! `fake` function) and against the shared counterpart, each on its own thread with its own
+//! `current_thread` tokio runtime. Names a scenario makes with [`Ctx::name`] carry a suffix
+//! unique to the run, so scenarios never meet on the shared server; the suffix is normalized away
+//! in observations. Scenarios run `jobs` at a time.
+
+use std::any::Any;
+use std::future::Future;
+use std::io::Write as _;
+use std::pin::Pin;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::compare::{Comparison, Known, Verdict, compare};
+use crate::counterpart::Counterpart;
+use crate::observe::{Observations, Recorder};
+
+/// How long one side of one scenario may run before it is stopped and counted as ended early.
+pub const SCENARIO_TIME_LIMIT: Duration = Duration::from_secs(120);
+
+/// Which side a scenario runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// The fake (kafkasim).
+    Fake,
+    /// The real server.
+    Real,
+}
+
+/// What a scenario gets: where to connect, names, and the recorder.
+#[derive(Debug)]
+pub struct Ctx {
+    /// The address to connect to (Kafka: bootstrap servers).
+    pub address: String,
+    /// The side this run is on. Scenarios must not branch on it to make observations agree.
+    pub side: Side,
+    /// The scenario's name.
+    pub scenario: &'static str,
+    suffix: String,
+    recorder: Recorder,
+}
+
+impl Ctx {
+    /// A name unique to this run of this scenario: `{scenario}-{base}-{suffix}`; the suffix is
+    /// recorded as `N`.
+    pub fn name(&self, base: &str) -> String {
+        format!("{}-{base}-{}", self.scenario.replace('_', "-"), self.suffix)
+    }
+
+    /// Records a step (see [`Recorder::note`]).
+    pub fn note(&self, label: impl AsRef<str>, value: impl AsRef<str>) {
+        self.recorder.note(label, value);
+    }
+
+    /// The alias of a generated id (see [`Recorder::alias`]).
+    pub fn alias(&self, kind: &str, raw: impl AsRef<str>) -> String {
+        self.recorder.alias(kind, raw)
+    }
+}
+
+/// A scenario's body: runs against `ctx.address`, records with `ctx.note`; an `Err` ends it early.
+pub type Body = for<'a> fn(&'a Ctx) -> Pin<Box<dyn Future<Output = Result<(), String>> + 'a>>;
+
+/// A named scenario.
+#[derive(Debug, Clone, Copy)]
+pub struct Scenario {
+    /// Its name (snake case; it names the test).
+    pub name: &'static str,
+    /// Its body.
+    pub body: Body,
+    /// The known difference it pins, if any.
+    pub known: Option<Known>,
+}
+
+/// A scenario's result.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The scenario.
+    pub name: &'static str,
+    /// What the comparison means.
+    pub verdict: Verdict,
+    /// The rows.
+    pub comparison: Comparison,
+    /// Wall time of the slower side.
+    pub wall: Duration,
+}
+
+/// Starts a fresh fake: a guard that stops it when dropped, and its address.
+pub type StartFake = fn() -> std::io::Result<(Box<dyn Any + Send>, String)>;
+
+/// A suite: scenarios, how to start the fake, and the columns' names.
+#[derive(Debug)]
+pub struct Suite {
+    /// The suite's name (`kafka`).
+    pub name: &'static str,
+    /// The fake's name for the report (`kafkasim`).
+    pub fake_name: &'static str,
+    /// The real server's name for the report (`kafka`).
+    pub real_name: &'static str,
+    /// Starts a fresh fake for each scenario.
+    pub start_fake: StartFake,
+    /// The scenarios.
+    pub scenarios: Vec<Scenario>,
+}
+
+/// The suite's results.
+#[derive(Debug)]
+pub struct SuiteReport {
+    /// One per scenario run, in the suite's order.
+    pub outcomes: Vec<Outcome>,
+}
+
+impl SuiteReport {
+    /// `(equal, known differences, failed)`.
+    pub fn counts(&self) -> (usize, usize, usize) {
+        let mut c = (0, 0, 0);
+        for o in &self.outcomes {
+            match o.verdict {
+                Verdict::Equal => c.0 += 1,
+                Verdict::KnownDifference(_) => c.1 += 1,
+                Verdict::Failed(_) => c.2 += 1,
+            }
+        }
+        c
+    }
+}
+
+fn panic_message(p: &(dyn Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".into())
+}
+
+/// Runs one side of one scenario on a fresh runtime in the calling thread.
+fn run_side(scenario: &Scenario, side: Side, address: String, suffix: &str) -> Observations {
+    let ctx = Ctx {
+        address,
+        side,
+        scenario: scenario.name,
+        suffix: suffix.to_string(),
+        recorder: Recorder::new().replacing(suffix, "N"),
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => return ctx.recorder.finish(Some(format!("building a runtime: {e}"))),
+    };
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        runtime.block_on(async { tokio::time::timeout(SCENARIO_TIME_LIMIT, (scenario.body)(&ctx)).await })
+    }));
+    let ended = match result {
+        Ok(Ok(Ok(()))) => None,
+        Ok(Ok(Err(e))) => Some(e),
+        Ok(Err(_)) => Some(format!("timed out after {SCENARIO_TIME_LIMIT:?}")),
+        Err(p) => Some(format!("panicked: {}", panic_message(p.as_ref()))),
+    };
+    ctx.recorder.finish(ended)
+}
+
+impl Suite {
+    /// Runs the scenarios whose names contain `filter` against `real`, `jobs` at a time, printing
+    /// one line per scenario as it ends.
+    pub fn run(&self, real: &dyn Counterpart, filter: Option<&str>, jobs: usize) -> SuiteReport {
+        let selected: Vec<&Scenario> =
+            self.scenarios.iter().filter(|s| filter.is_none_or(|f| s.name.contains(f))).collect();
+        let suffix = format!(
+            "{:x}{:x}",
+            std::process::id(),
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0)
+                % 0xffff_ffff
+        );
+        let next = AtomicUsize::new(0);
+        let results: Mutex<Vec<Option<Outcome>>> = Mutex::new((0..selected.len()).map(|_| None).collect());
+        std::thread::scope(|scope| {
+            for _ in 0..jobs.max(1) {
+                scope.spawn(|| {
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(scenario) = selected.get(i) else { return };
+                        let outcome = self.run_one(scenario, real.address(), &suffix);
+                        let mark = match &outcome.verdict {
+                            Verdict::Equal => "equal",
+                            Verdict::KnownDifference(_) => "known",
+                            Verdict::Failed(_) => "FAILED",
+                        };
+                        let mut out = std::io::stdout().lock();
+                        let _ = writeln!(out, "{mark:>6}  {}  ({:.1?})", outcome.name, outcome.wall);
+                        results.lock().expect("results lock: nothing panics holding it")[i] = Some(outcome);
+                    }
+                });
+            }
+        });
+        let outcomes = results
+            .into_inner()
+            .expect("results lock: nothing panics holding it")
+            .into_iter()
+            .map(|o| o.expect("every selected scenario ran: the workers run until the list is exhausted"))
+            .collect();
+        SuiteReport { outcomes }
+    }
+
+    fn run_one(&self, scenario: &Scenario, real_address: &str, suffix: &str) -> Outcome {
+        let t = Instant::now();
+        let (fake, real) = std::thread::scope(|scope| {
+            let fake = scope.spawn(|| match (self.start_fake)() {
+                Ok((guard, address)) => {
+                    let o = run_side(scenario, Side::Fake, address, suffix);
+                    drop(guard);
+                    o
+                }
+                Err(e) => Observations { steps: vec![], ended_early: Some(format!("starting the fake: {e}")) },
+            });
+            let real = run_side(scenario, Side::Real, real_address.to_string(), suffix);
+            let fake = fake.join().unwrap_or_else(|p| Observations {
+                steps: vec![],
+                ended_early: Some(format!("panicked: {}", panic_message(p.as_ref()))),
+            });
+            (fake, real)
+        });
+        let comparison = compare(&fake, &real);
+        let verdict = comparison.verdict(scenario.known.as_ref());
+        Outcome { name: scenario.name, verdict, comparison, wall: t.elapsed() }
+    }
+
+    /// The report: a table of every scenario, then each non-equal one side by side, then the
+    /// counts.
+    pub fn render(&self, report: &SuiteReport) -> String {
+        use std::fmt::Write;
+        let mut out = String::new();
+        let w = report.outcomes.iter().map(|o| o.name.len()).max().unwrap_or(8);
+        let _ = writeln!(out, "\n{} differential suite: {} vs {}", self.name, self.fake_name, self.real_name);
+        let _ = writeln!(out, "  {:w$}  {:>7}  verdict", "scenario", "steps");
+        for o in &report.outcomes {
+            let verdict = match &o.verdict {
+                Verdict::Equal => "equal".to_string(),
+                Verdict::KnownDifference(id) => format!("known difference `{id}`"),
+                Verdict::Failed(why) => format!("FAILED: {why}"),
+            };
+            let _ = writeln!(out, "  {:w$}  {:>7}  {verdict}", o.name, o.comparison.rows.len());
+        }
+        for o in report.outcomes.iter().filter(|o| o.verdict != Verdict::Equal) {
+            let _ = writeln!(out, "\n{}:", o.name);
+            out.push_str(&o.comparison.side_by_side(self.fake_name, self.real_name));
+        }
+        let (equal, known, failed) = report.counts();
+        let _ = writeln!(out, "\n{} scenarios: {equal} equal, {known} known differences, {failed} failed", self.name);
+        out
+    }
+}

@@ -1,0 +1,170 @@
+//! The Kafka differential suite: every scenario runs against kafkasim (a fresh loopback broker
+//! each) and against a real Apache Kafka broker (one, shared; names are unique per run), and the
+//! normalized observations are compared step by step.
+//!
+//! The real broker comes from `KAFKA_BOOTSTRAP`, a container (`--features containers`, when a
+//! Docker engine answers), or a local process (`fidelity/scripts/kafka-local.sh`: Java 17 and
+//! jars fetched once with `mvn`). Without one, the suite prints `skipped: no counterpart (…)` and
+//! counts every scenario as skipped; with `FIDELITY_REQUIRE=1` that is a failure.
+//!
+//! `cargo test -p fidelity --test kafka_differential -- FILTER` runs the scenarios whose names
+//! contain FILTER; `--list` lists them. `FIDELITY_JOBS` sets how many run at once (default 6).
+
+mod clients;
+mod groups;
+mod support;
+mod wire;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::process::ExitCode;
+
+use fidelity::runner::{Ctx, Scenario, Suite};
+use fidelity::{Known, Selection};
+
+type Body<'a> = Pin<Box<dyn Future<Output = Result<(), String>> + 'a>>;
+
+/// `scenario!(module::name)` or `scenario!(module::name, known difference)`.
+macro_rules! scenario {
+    ($m:ident :: $f:ident) => {
+        scenario!($m::$f, None)
+    };
+    ($m:ident :: $f:ident, $known:expr) => {{
+        fn body(ctx: &Ctx) -> Body<'_> {
+            Box::pin($m::$f(ctx))
+        }
+        Scenario { name: stringify!($f), body, known: $known }
+    }};
+}
+
+fn scenarios() -> Vec<Scenario> {
+    vec![
+        scenario!(wire::produce_acks_0_is_unanswered_and_stored),
+        scenario!(wire::produce_acks_1_assigns_consecutive_offsets),
+        scenario!(wire::produce_acks_all_assigns_consecutive_offsets),
+        scenario!(wire::fetch_from_mid_batch_returns_the_whole_batch),
+        scenario!(wire::fetch_at_and_past_the_high_watermark),
+        scenario!(wire::unknown_topic_and_partition),
+        scenario!(wire::list_offsets_earliest_latest_and_by_timestamp),
+        scenario!(wire::idempotent_duplicate_batch_gets_the_original_offset),
+        scenario!(wire::idempotent_sequence_gap_is_out_of_order),
+        scenario!(wire::idempotent_first_sequence_need_not_be_zero),
+        scenario!(wire::idempotent_epochs_fence_older_ones),
+        scenario!(wire::idempotent_producer_id_never_allocated),
+        scenario!(wire::create_topics_errors),
+        scenario!(wire::delete_topics_then_recreate),
+        scenario!(
+            wire::metadata_auto_creates_a_topic,
+            Some(Known { id: "auto-created-topic-is-usable-at-once", steps: &["first metadata with auto-creation"] })
+        ),
+        scenario!(wire::metadata_describes_the_cluster),
+        scenario!(wire::too_new_api_versions_is_answered_at_v0),
+        scenario!(wire::unsupported_version_of_another_request_closes_the_connection),
+        scenario!(wire::api_versions_must_name_the_client_software),
+        scenario!(wire::init_producer_id_without_and_with_an_empty_transactional_id),
+        scenario!(wire::unknown_api_key_closes_the_connection),
+        scenario!(groups::find_coordinator_for_groups_and_transactions),
+        scenario!(
+            groups::find_coordinator_for_a_transactional_id,
+            Some(Known { id: "transactions-are-not-served", steps: &["transaction coordinator"] })
+        ),
+        scenario!(groups::join_sync_heartbeat_leave),
+        scenario!(groups::second_member_triggers_a_rebalance),
+        scenario!(groups::commit_during_a_rebalance_is_rebalance_in_progress),
+        scenario!(groups::commit_with_a_stale_generation_is_illegal_generation),
+        scenario!(groups::commit_from_an_unknown_member_is_unknown_member_id),
+        scenario!(groups::commit_from_an_expired_member_is_unknown_member_id),
+        scenario!(groups::session_timeout_expiry_rebalances_the_survivor),
+        scenario!(groups::static_member_rejoin_fences_the_old_member_id),
+        scenario!(groups::commit_metadata_round_trips),
+        scenario!(groups::commit_of_an_unknown_topic_is_refused_before_group_checks),
+        scenario!(groups::offset_fetch_of_an_unknown_group),
+        scenario!(groups::join_errors),
+        scenario!(groups::describe_and_list_groups),
+        scenario!(clients::rdkafka_produce_acks_0_then_consume),
+        scenario!(clients::rdkafka_produce_acks_1_then_consume),
+        scenario!(clients::rdkafka_produce_acks_all_then_consume),
+        scenario!(clients::rdkafka_idempotent_producer_delivers_in_order_once),
+        scenario!(clients::rdkafka_auto_offset_reset_earliest_latest_and_error),
+        scenario!(clients::rdkafka_out_of_range_committed_offset_is_reset),
+        scenario!(clients::rdkafka_group_commit_and_resume),
+        scenario!(clients::rdkafka_commit_metadata_round_trips),
+        scenario!(clients::rdkafka_cooperative_sticky_incremental_rebalance),
+        scenario!(clients::rdkafka_watermarks_and_offsets_for_times),
+        scenario!(clients::rdkafka_admin_creates_and_deletes_topics),
+    ]
+}
+
+fn start_kafkasim() -> std::io::Result<(Box<dyn std::any::Any + Send>, String)> {
+    let broker = kafkasim::Broker::start_local()?;
+    let address = broker.bootstrap_servers().to_string();
+    Ok((Box::new(broker), address))
+}
+
+/// The known-differences page.
+const KNOWN_PAGE: &str = include_str!("../../../docs/fidelity/kafka.md");
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let suite = Suite {
+        name: "kafka",
+        fake_name: "kafkasim",
+        real_name: "kafka",
+        start_fake: start_kafkasim,
+        scenarios: scenarios(),
+    };
+    if args.iter().any(|a| a == "--list") {
+        for s in &suite.scenarios {
+            println!("{}: test", s.name);
+        }
+        return ExitCode::SUCCESS;
+    }
+    let filter = args.iter().find(|a| !a.starts_with('-')).map(String::as_str);
+    let selected = suite.scenarios.iter().filter(|s| filter.is_none_or(|f| s.name.contains(f))).count();
+
+    // The page and the pinned scenarios must list the same ids, counterpart or not.
+    let known: Vec<&str> = suite.scenarios.iter().filter_map(|s| s.known.map(|k: Known| k.id)).collect();
+    if let Err(e) = fidelity::compare::check_documented(KNOWN_PAGE, &known) {
+        println!("docs/fidelity/kafka.md: {e}");
+        println!("fidelity: 0 passed, 1 failed, {selected} skipped");
+        return ExitCode::FAILURE;
+    }
+
+    let counterpart = match fidelity::kafka::counterpart() {
+        Ok(Selection::Ready(c)) => c,
+        Ok(Selection::Skipped(skip)) => {
+            println!("kafka differential suite: {skip}");
+            if fidelity::required() {
+                println!("FIDELITY_REQUIRE is set: a missing counterpart is a failure");
+                println!("fidelity: 0 passed, {selected} failed, 0 skipped");
+                return ExitCode::FAILURE;
+            }
+            println!("fidelity: 0 passed, 0 failed, {selected} skipped");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            println!("kafka differential suite: {e}");
+            if let fidelity::Error::Start { logs: Some(logs), .. } = &e {
+                println!("--- the counterpart's log ---\n{logs}");
+            }
+            println!("fidelity: 0 passed, {selected} failed, 0 skipped");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!("kafka differential suite against {}", counterpart.describe());
+    let jobs = std::env::var("FIDELITY_JOBS").ok().and_then(|j| j.parse().ok()).unwrap_or(6);
+    let report = suite.run(counterpart.as_ref(), filter, jobs);
+    print!("{}", suite.render(&report));
+    let (equal, known, failed) = report.counts();
+    if failed > 0
+        && let Some(logs) = counterpart.logs()
+    {
+        let tail: Vec<&str> = logs.lines().rev().take(40).collect();
+        println!("--- the last lines of the real broker's log ---");
+        for line in tail.into_iter().rev() {
+            println!("{line}");
+        }
+    }
+    println!("fidelity: {} passed, {failed} failed, 0 skipped", equal + known);
+    if failed > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+}

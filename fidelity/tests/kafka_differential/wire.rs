@@ -1,0 +1,405 @@
+//! Raw-protocol scenarios about topics, produce, fetch and offsets.
+
+use std::time::Duration;
+
+use bytes::{BufMut, BytesMut};
+use fidelity::runner::Ctx;
+use kafkasim::kafka_protocol::messages::*;
+
+use crate::support::*;
+
+async fn produce_then_fetch(ctx: &Ctx, acks: i16) -> R {
+    let t = ctx.name("t");
+    let mut c = connect(ctx, "producer").await?;
+    create_ready_topic(&mut c, &t, 1).await?;
+    for values in [&["a", "b", "c"][..], &["d", "e"][..]] {
+        let records = batch(values, 1000, None)?;
+        if acks == 0 {
+            c.send_only(produce_request(&t, 0, records, 0), PRODUCE_V).await.map_err(|e| e.to_string())?;
+            ctx.note(format!("produce {values:?} acks=0"), "no response");
+        } else {
+            let (code, base) = produce(&mut c, &t, 0, records, acks).await?;
+            ctx.note(format!("produce {values:?} acks={acks}"), format!("{code} base_offset={base}"));
+        }
+    }
+    if acks == 0 {
+        // Nothing acknowledges: wait (bounded) until the records are readable.
+        let deadline = tokio::time::Instant::now() + READY_TIMEOUT;
+        while list_offsets(&mut c, &t, 0, -1).await?.1 < 5 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    ctx.note("fetch from 0", fetch(&mut c, &t, 0, 0, 0).await?.render());
+    Ok(())
+}
+
+pub async fn produce_acks_0_is_unanswered_and_stored(ctx: &Ctx) -> R {
+    produce_then_fetch(ctx, 0).await
+}
+
+pub async fn produce_acks_1_assigns_consecutive_offsets(ctx: &Ctx) -> R {
+    produce_then_fetch(ctx, 1).await
+}
+
+pub async fn produce_acks_all_assigns_consecutive_offsets(ctx: &Ctx) -> R {
+    produce_then_fetch(ctx, -1).await
+}
+
+pub async fn fetch_from_mid_batch_returns_the_whole_batch(ctx: &Ctx) -> R {
+    let t = ctx.name("t");
+    let mut c = connect(ctx, "c").await?;
+    create_ready_topic(&mut c, &t, 1).await?;
+    produce(&mut c, &t, 0, batch(&["a", "b", "c"], 1000, None)?, 1).await?;
+    produce(&mut c, &t, 0, batch(&["d", "e"], 2000, None)?, 1).await?;
+    for offset in [1, 2, 4] {
+        ctx.note(format!("fetch from {offset}"), fetch(&mut c, &t, 0, offset, 0).await?.render());
+    }
+    Ok(())
+}
+
+pub async fn fetch_at_and_past_the_high_watermark(ctx: &Ctx) -> R {
+    let t = ctx.name("t");
+    let mut c = connect(ctx, "c").await?;
+    create_ready_topic(&mut c, &t, 1).await?;
+    produce(&mut c, &t, 0, batch(&["a", "b", "c"], 1000, None)?, 1).await?;
+    for offset in [3, 4, 100, -1] {
+        ctx.note(format!("fetch from {offset}"), fetch(&mut c, &t, 0, offset, 0).await?.render());
+    }
+    Ok(())
+}
+
+pub async fn unknown_topic_and_partition(ctx: &Ctx) -> R {
+    let t = ctx.name("t");
+    let missing = ctx.name("missing");
+    let mut c = connect(ctx, "c").await?;
+    create_ready_topic(&mut c, &t, 1).await?;
+    ctx.note("fetch unknown topic", fetch(&mut c, &missing, 0, 0, 0).await?.code);
+    ctx.note("fetch partition 5 of 1", fetch(&mut c, &t, 5, 0, 0).await?.code);
+    let (produced, base) = produce(&mut c, &t, 5, batch(&["x"], 1000, None)?, 1).await?;
+    ctx.note("produce to partition 5 of 1", format!("{produced} base_offset={base}"));
+    ctx.note("list offsets of partition 5", format!("{:?}", list_offsets(&mut c, &t, 5, -1).await?));
+    let m = send(&mut c, metadata_request(&[&missing], false), METADATA_V).await?;
+    ctx.note("metadata without auto-creation", code(m.topics[0].error_code));
+    Ok(())
+}
+
+pub async fn list_offsets_earliest_latest_and_by_timestamp(ctx: &Ctx) -> R {
+    let t = ctx.name("t");
+    let mut c = connect(ctx, "c").await?;
+    create_ready_topic(&mut c, &t, 1).await?;
+    ctx.note("latest of an empty partition", format!("{:?}", list_offsets(&mut c, &t, 0, -1).await?));
+    ctx.note("max timestamp of an empty partition", format!("{:?}", list_offsets(&mut c, &t, 0, -3).await?));
+    for (values, ts) in [(&["a"][..], 1000), (&["b"][..], 2000), (&["c"][..], 3000), (&["d", "e"][..], 4000)] {
+        produce(&mut c, &t, 0, batch(values, ts, None)?, 1).await?;
+    }
+    for ts in [-2, -1, -3, 500, 1500, 2000, 3000, 4001, 9999] {
+        let (code, offset, timestamp) = list_offsets(&mut c, &t, 0, ts).await?;
+        // Earliest and latest answer with timestamp -1 on both; by-timestamp answers carry the record's.
+        ctx.note(format!("list offsets at {ts}"), format!("{code} offset={offset} timestamp={timestamp}"));
+    }
+    Ok(())
+}
+
+async fn idempotent_topic(ctx: &Ctx) -> R<(Conn, String, i64, i16)> {
+    let t = ctx.name("t");
+    let mut c = connect(ctx, "idempotent").await?;
+    create_ready_topic(&mut c, &t, 1).await?;
+    let (code, pid, epoch) = init_producer_id(&mut c).await?;
+    ctx.note("init producer id", format!("{code} producer={} epoch={epoch}", ctx.alias("producer", pid.to_string())));
+    Ok((c, t, pid, epoch))
+}
+
+async fn produce_seq(ctx: &Ctx, c: &mut Conn, t: &str, label: &str, values: &[&str], producer: (i64, i16, i32)) -> R {
+    let (code, base) = produce(c, t, 0, batch(values, 1000, Some(producer))?, -1).await?;
+    ctx.note(label, format!("{code} base_offset={base}"));
+    Ok(())
+}
+
+pub async fn idempotent_duplicate_batch_gets_the_original_offset(ctx: &Ctx) -> R {
+    let (mut c, t, pid, epoch) = idempotent_topic(ctx).await?;
+    produce_seq(ctx, &mut c, &t, "seq 0..2", &["a", "b", "c"], (pid, epoch, 0)).await?;
+    produce_seq(ctx, &mut c, &t, "seq 3", &["d"], (pid, epoch, 3)).await?;
+    produce_seq(ctx, &mut c, &t, "seq 0..2 again (a retry)", &["a", "b", "c"], (pid, epoch, 0)).await?;
+    produce_seq(ctx, &mut c, &t, "seq 3 again (a retry)", &["d"], (pid, epoch, 3)).await?;
+    ctx.note("fetch from 0", fetch(&mut c, &t, 0, 0, 0).await?.render());
+    Ok(())
+}
+
+pub async fn idempotent_sequence_gap_is_out_of_order(ctx: &Ctx) -> R {
+    let (mut c, t, pid, epoch) = idempotent_topic(ctx).await?;
+    produce_seq(ctx, &mut c, &t, "seq 0..1", &["a", "b"], (pid, epoch, 0)).await?;
+    produce_seq(ctx, &mut c, &t, "seq 5 (a gap)", &["x"], (pid, epoch, 5)).await?;
+    produce_seq(ctx, &mut c, &t, "seq 1 (overlaps the last batch)", &["b"], (pid, epoch, 1)).await?;
+    produce_seq(ctx, &mut c, &t, "seq 2", &["c"], (pid, epoch, 2)).await?;
+    ctx.note("fetch from 0", fetch(&mut c, &t, 0, 0, 0).await?.render());
+    Ok(())
+}
+
+pub async fn idempotent_first_sequence_need_not_be_zero(ctx: &Ctx) -> R {
+    let (mut c, t, pid, epoch) = idempotent_topic(ctx).await?;
+    produce_seq(ctx, &mut c, &t, "first batch at seq 7", &["a"], (pid, epoch, 7)).await?;
+    produce_seq(ctx, &mut c, &t, "seq 8", &["b"], (pid, epoch, 8)).await?;
+    produce_seq(ctx, &mut c, &t, "seq 0", &["c"], (pid, epoch, 0)).await?;
+    Ok(())
+}
+
+pub async fn idempotent_epochs_fence_older_ones(ctx: &Ctx) -> R {
+    let (mut c, t, pid, epoch) = idempotent_topic(ctx).await?;
+    produce_seq(ctx, &mut c, &t, "epoch e seq 0", &["a"], (pid, epoch, 0)).await?;
+    produce_seq(ctx, &mut c, &t, "epoch e+1 seq 5", &["b"], (pid, epoch + 1, 5)).await?;
+    produce_seq(ctx, &mut c, &t, "epoch e+1 seq 0", &["c"], (pid, epoch + 1, 0)).await?;
+    produce_seq(ctx, &mut c, &t, "epoch e seq 1 (stale epoch)", &["d"], (pid, epoch, 1)).await?;
+    ctx.note("fetch from 0", fetch(&mut c, &t, 0, 0, 0).await?.render());
+    Ok(())
+}
+
+pub async fn idempotent_producer_id_never_allocated(ctx: &Ctx) -> R {
+    let (mut c, t, _, _) = idempotent_topic(ctx).await?;
+    produce_seq(ctx, &mut c, &t, "unallocated producer id seq 0", &["a"], (987_654_321, 0, 0)).await?;
+    produce_seq(ctx, &mut c, &t, "unallocated producer id seq 1", &["b"], (987_654_321, 0, 1)).await?;
+    Ok(())
+}
+
+pub async fn create_topics_errors(ctx: &Ctx) -> R {
+    let t = ctx.name("t");
+    let mut c = connect(ctx, "admin").await?;
+    let cases: [(&str, String, i32, i16, bool); 6] = [
+        ("validate only", ctx.name("validated"), 2, 1, true),
+        ("create with 3 partitions", t.clone(), 3, 1, false),
+        ("create again", t.clone(), 3, 1, false),
+        ("zero partitions", ctx.name("zero"), 0, 1, false),
+        ("replication factor 3 on one broker", ctx.name("rf3"), 1, 3, false),
+        ("an invalid name", format!("{}!*", ctx.name("bad")), 1, 1, false),
+    ];
+    for (label, name, partitions, replication, validate) in cases {
+        let r = send(&mut c, create_topics_request(&name, partitions, replication, validate), CREATE_TOPICS_V).await?;
+        let topic = &r.topics[0];
+        ctx.note(label, format!("{} partitions={}", code(topic.error_code), topic.num_partitions));
+    }
+    let m = send(&mut c, metadata_request(&[&ctx.name("validated")], false), METADATA_V).await?;
+    ctx.note("metadata of the validated-only topic", code(m.topics[0].error_code));
+    wait_topic_ready(&mut c, &t, 3).await?;
+    let m = send(&mut c, metadata_request(&[&t], false), METADATA_V).await?;
+    ctx.note(
+        "metadata of the created topic",
+        format!("{} partitions={}", code(m.topics[0].error_code), m.topics[0].partitions.len()),
+    );
+    Ok(())
+}
+
+fn delete_request(topic: &str) -> DeleteTopicsRequest {
+    DeleteTopicsRequest::default()
+        .with_timeout_ms(30_000)
+        .with_topics(vec![delete_topics_request::DeleteTopicState::default().with_name(Some(TopicName(s(topic))))])
+}
+
+pub async fn delete_topics_then_recreate(ctx: &Ctx) -> R {
+    let t = ctx.name("t");
+    let mut c = connect(ctx, "admin").await?;
+    create_ready_topic(&mut c, &t, 2).await?;
+    produce(&mut c, &t, 0, batch(&["a", "b"], 1000, None)?, 1).await?;
+    let r = send(&mut c, delete_request(&t), DELETE_TOPICS_V).await?;
+    ctx.note("delete", code(r.responses[0].error_code));
+    let r = send(&mut c, delete_request(&t), DELETE_TOPICS_V).await?;
+    ctx.note("delete again", code(r.responses[0].error_code));
+    let r = send(&mut c, delete_request(&ctx.name("never")), DELETE_TOPICS_V).await?;
+    ctx.note("delete a topic that never existed", code(r.responses[0].error_code));
+    // Kafka's brokers learn of the deletion from the controller a moment later.
+    let deadline = tokio::time::Instant::now() + READY_TIMEOUT;
+    let mut after = send(&mut c, metadata_request(&[&t], false), METADATA_V).await?.topics[0].error_code;
+    while after == 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        after = send(&mut c, metadata_request(&[&t], false), METADATA_V).await?.topics[0].error_code;
+    }
+    ctx.note("metadata after delete", code(after));
+    // Kafka removes the log asynchronously; the name is free once the controller has deleted it.
+    let deadline = tokio::time::Instant::now() + READY_TIMEOUT;
+    let mut created = create_topic(&mut c, &t, 1).await?;
+    while created == "TopicAlreadyExists" && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        created = create_topic(&mut c, &t, 1).await?;
+    }
+    ctx.note("recreate with 1 partition", created);
+    wait_topic_ready(&mut c, &t, 1).await?;
+    ctx.note("fetch the recreated topic", fetch(&mut c, &t, 0, 0, 0).await?.render());
+    Ok(())
+}
+
+pub async fn metadata_auto_creates_a_topic(ctx: &Ctx) -> R {
+    let t = ctx.name("auto");
+    let mut c = connect(ctx, "c").await?;
+    let m = send(&mut c, metadata_request(&[&t], true), METADATA_V).await?;
+    ctx.note("first metadata with auto-creation", code(m.topics[0].error_code));
+    let deadline = tokio::time::Instant::now() + READY_TIMEOUT;
+    loop {
+        let m = send(&mut c, metadata_request(&[&t], true), METADATA_V).await?;
+        let topic = &m.topics[0];
+        if topic.error_code == 0 || tokio::time::Instant::now() > deadline {
+            ctx.note(
+                "metadata once created",
+                format!("{} partitions={}", code(topic.error_code), topic.partitions.len()),
+            );
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    wait_topic_ready(&mut c, &t, 1).await?;
+    let (code, base) = produce(&mut c, &t, 0, batch(&["a"], 1000, None)?, 1).await?;
+    ctx.note("produce", format!("{code} base_offset={base}"));
+    Ok(())
+}
+
+pub async fn metadata_describes_the_cluster(ctx: &Ctx) -> R {
+    let t = ctx.name("t");
+    let mut c = connect(ctx, "c").await?;
+    create_ready_topic(&mut c, &t, 3).await?;
+    let m = send(&mut c, metadata_request(&[&t], false), METADATA_V).await?;
+    let brokers: Vec<String> = m
+        .brokers
+        .iter()
+        .map(|b| {
+            format!(
+                "{} at {}:{}",
+                ctx.alias("node", b.node_id.0.to_string()),
+                b.host,
+                ctx.alias("port", b.port.to_string())
+            )
+        })
+        .collect();
+    ctx.note("brokers", brokers.join(", "));
+    ctx.note("controller", ctx.alias("node", m.controller_id.0.to_string()));
+    ctx.note("cluster id present", format!("{}", m.cluster_id.as_ref().is_some_and(|c| !c.is_empty())));
+    let topic = &m.topics[0];
+    ctx.note(
+        "topic",
+        format!("{} internal={} topic id set={}", code(topic.error_code), topic.is_internal, !topic.topic_id.is_nil()),
+    );
+    // Kafka lists partitions in no particular order; clients index them by number.
+    let mut partitions: Vec<_> = topic.partitions.iter().collect();
+    partitions.sort_by_key(|p| p.partition_index);
+    for p in partitions {
+        ctx.note(
+            format!("partition {}", p.partition_index),
+            format!(
+                "{} leader={} epoch={} replicas={} isr={}",
+                code(p.error_code),
+                ctx.alias("node", p.leader_id.0.to_string()),
+                p.leader_epoch,
+                p.replica_nodes.len(),
+                p.isr_nodes.len()
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// A frame of `request` at `version` with its header's version field overwritten by `forged`.
+fn forged_version<Q: kafkasim::kafka_protocol::protocol::Request>(
+    c: &mut Conn,
+    q: &Q,
+    version: i16,
+    forged: i16,
+) -> R<bytes::Bytes> {
+    let (frame, _) = c.encode(q, version).map_err(|e| e.to_string())?;
+    let mut b = BytesMut::from(&frame[..]);
+    b[6..8].copy_from_slice(&forged.to_be_bytes());
+    Ok(b.freeze())
+}
+
+/// Reads one response frame, or says how the connection ended.
+async fn read_answer(c: Conn) -> String {
+    let mut stream = c.into_inner();
+    match tokio::time::timeout(Duration::from_secs(10), kafkasim::codec::read_frame(&mut stream, 1 << 20)).await {
+        Err(_) => "no answer within 10s, connection open".into(),
+        Ok(Ok(None)) => "connection closed".into(),
+        Ok(Err(e)) => format!("connection failed: {e}"),
+        Ok(Ok(Some(frame))) => {
+            let mut buf = frame;
+            use kafkasim::kafka_protocol::protocol::Decodable;
+            match ResponseHeader::decode(&mut buf, 0).and_then(|_| ApiVersionsResponse::decode(&mut buf, 0)) {
+                Ok(r) => format!(
+                    "answered v0: {} with {} api keys listed",
+                    code(r.error_code),
+                    if r.api_keys.is_empty() { "no" } else { "some" }
+                ),
+                Err(_) => "answered (not an ApiVersions v0 body)".into(),
+            }
+        }
+    }
+}
+
+pub async fn too_new_api_versions_is_answered_at_v0(ctx: &Ctx) -> R {
+    let mut c = connect(ctx, "c").await?;
+    let frame = forged_version(&mut c, &api_versions(), 3, 99)?;
+    c.send_raw(&frame).await.map_err(|e| e.to_string())?;
+    ctx.note("ApiVersions at v99", read_answer(c).await);
+    Ok(())
+}
+
+pub async fn unsupported_version_of_another_request_closes_the_connection(ctx: &Ctx) -> R {
+    let mut c = connect(ctx, "c").await?;
+    let frame = forged_version(&mut c, &metadata_request(&[], false), 4, 99)?;
+    c.send_raw(&frame).await.map_err(|e| e.to_string())?;
+    ctx.note("Metadata at v99", read_answer(c).await);
+    let mut c = connect(ctx, "c").await?;
+    let frame = forged_version(&mut c, &fetch_request("x", 0, 0, 0), 12, 2)?;
+    c.send_raw(&frame).await.map_err(|e| e.to_string())?;
+    ctx.note("Fetch at v2 (removed by KIP-896)", read_answer(c).await);
+    let mut c = connect(ctx, "c").await?;
+    let r = send(&mut c, api_versions(), 3).await?;
+    ctx.note("a new connection is served", code(r.error_code));
+    Ok(())
+}
+
+pub async fn api_versions_must_name_the_client_software(ctx: &Ctx) -> R {
+    let mut c = connect(ctx, "c").await?;
+    for (label, q) in [
+        ("v3 without software name", ApiVersionsRequest::default()),
+        ("v3 with a name starting with a dash", api_versions().with_client_software_name(s("-x"))),
+        ("v3 with a name and version", api_versions()),
+    ] {
+        let r = send(&mut c, q, 3).await?;
+        ctx.note(label, format!("{} api keys listed: {}", code(r.error_code), !r.api_keys.is_empty()));
+    }
+    let r = send(&mut c, ApiVersionsRequest::default(), 2).await?;
+    ctx.note(
+        "v2 (no software name field)",
+        format!("{} api keys listed: {}", code(r.error_code), !r.api_keys.is_empty()),
+    );
+    Ok(())
+}
+
+pub async fn init_producer_id_without_and_with_an_empty_transactional_id(ctx: &Ctx) -> R {
+    let mut c = connect(ctx, "c").await?;
+    let (found, pid, epoch) = init_producer_id(&mut c).await?;
+    ctx.note(
+        "no transactional id",
+        format!("{found} producer={} epoch={epoch}", ctx.alias("producer", pid.to_string())),
+    );
+    let q = InitProducerIdRequest::default()
+        .with_transactional_id(Some(TransactionalId(s(""))))
+        .with_transaction_timeout_ms(60_000)
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1);
+    let r = send(&mut c, q, INIT_PRODUCER_ID_V).await?;
+    ctx.note(
+        "empty transactional id",
+        format!("{} producer={} epoch={}", code(r.error_code), r.producer_id.0, r.producer_epoch),
+    );
+    Ok(())
+}
+
+pub async fn unknown_api_key_closes_the_connection(ctx: &Ctx) -> R {
+    let mut c = connect(ctx, "c").await?;
+    let mut frame = BytesMut::new();
+    // size | api key 999 | version 0 | correlation 1 | client id "c"
+    frame.put_i32(11);
+    frame.put_i16(999);
+    frame.put_i16(0);
+    frame.put_i32(1);
+    frame.put_i16(1);
+    frame.put_u8(b'c');
+    c.send_raw(&frame).await.map_err(|e| e.to_string())?;
+    ctx.note("api key 999", read_answer(c).await);
+    Ok(())
+}
