@@ -13,6 +13,12 @@
 //! | HalfOpen → Open | the last outcome was a failure |
 //! | Open → Closed, Closed → HalfOpen | never |
 //!
+//! And while Open, `allow` refuses every call. The checker judges the edges a breaker takes, not
+//! the ones it could have taken: a breaker that opens later than its threshold is not reported.
+//! Feed it [`Outcome::call_status`] / [`Outcome::stream_end_status`] from the status the client saw:
+//! tonic reports an expired deadline as CANCELLED "Timeout expired", which they read as a
+//! deadline (a failure), not as a caller's cancel.
+//!
 //! What counts as a failure is the model's, not your breaker's ([`Outcome::is_failure`]): a call
 //! that ended UNAVAILABLE, DEADLINE_EXCEEDED, INTERNAL, UNKNOWN or RESOURCE_EXHAUSTED, or a stream
 //! that ended with such a status. A stream the server ended with OK — what a server that drains
@@ -57,6 +63,18 @@ impl Outcome {
         Outcome { code, stream_end: true }
     }
 
+    /// A unary call's outcome from the status the client saw. tonic reports an expired deadline
+    /// (`grpc-timeout` or `Endpoint::timeout`) as CANCELLED "Timeout expired" (see the fault →
+    /// status table); this reads it as DEADLINE_EXCEEDED, a failure, unlike a caller's cancel.
+    pub fn call_status(status: &tonic::Status) -> Outcome {
+        Outcome::call(deadline_aware(status))
+    }
+
+    /// A stream's end from the status the client saw (`None`: the stream ended with OK).
+    pub fn stream_end_status(status: Option<&tonic::Status>) -> Outcome {
+        Outcome::stream_end(status.map_or(tonic::Code::Ok, deadline_aware))
+    }
+
     /// The model's classification (see the module docs).
     pub fn is_failure(&self) -> bool {
         use tonic::Code;
@@ -64,6 +82,14 @@ impl Outcome {
             self.code,
             Code::Unavailable | Code::DeadlineExceeded | Code::Internal | Code::Unknown | Code::ResourceExhausted
         )
+    }
+}
+
+fn deadline_aware(status: &tonic::Status) -> tonic::Code {
+    if status.code() == tonic::Code::Cancelled && status.message() == "Timeout expired" {
+        tonic::Code::DeadlineExceeded
+    } else {
+        status.code()
     }
 }
 
@@ -180,6 +206,13 @@ impl<B: Breaker> Breaker for Checked<B> {
         let allowed = self.inner.allow(now);
         let to = self.inner.state();
         self.judge(from, to, now);
+        if allowed && to == BreakerState::Open {
+            self.ctx.record("grpc.breaker", &self.name, "let a call through while Open (illegal)");
+            self.ctx.fail(Failure::correctness(
+                "breaker",
+                format!("breaker {}: let a call through while Open: calls are refused until the cooldown", self.name),
+            ));
+        }
         allowed
     }
 

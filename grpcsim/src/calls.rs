@@ -1,11 +1,19 @@
 //! The client's call log: every gRPC call or stream a client makes, and the one status it ended
 //! with, as the application sees it.
 //!
-//! Wrap a channel (or a [`crate::client::balanced`] transport) in [`CallLog::layer`]; each call
-//! records `grpc.call.start` (identity `call#N`, detail: the method path) and, once,
+//! Wrap a channel (or a [`crate::client::balanced`] transport) in [`CallLog::layer`]:
+//!
+//! ```ignore
+//! let channel = grpcsim::client::channel(&host, "ledger:50051")?;
+//! let client = LedgerClient::new(tower::Layer::layer(&CallLog::layer(&ctx), channel));
+//! // its type: LedgerClient<grpcsim::calls::Logged<tonic::transport::Channel>>
+//! ```
+//!
+//! Each call records `grpc.call.start` (identity `call#N`, detail: the method path) and, once,
 //! `grpc.call.end` with its status: from trailers-only headers, from the trailers after the
-//! messages, from tonic's mapping of a transport error (`Status::from_error`), or `dropped by the
-//! caller` when the application dropped the call before its end (a client cancel). A response body
+//! messages, from tonic's mapping of a transport error (`Status::from_error`), or `ended on the
+//! client` when the client dropped the call before the transport ended it — a cancel, or a status
+//! tonic made itself (a message too large to decode), which the transport never sees. A response body
 //! that ends with neither trailers nor an error ends without a status: gRPC over HTTP/2 requires
 //! one ([gRPC over HTTP2](https://github.com/grpc/grpc/blob/master/doc/PROTOCOL-HTTP2.md),
 //! "Trailers"), so [`OneStatus`] reports it, as it reports a call that ends twice (a frame or an
@@ -27,7 +35,9 @@ use sim::run::Ctx;
 pub enum CallEnd {
     /// A gRPC status: its code and message.
     Status(tonic::Code, String),
-    /// The caller dropped the call before it ended.
+    /// The client dropped the call before the transport ended it: the application cancelled it,
+    /// or tonic ended it with a status of its own making (a message too large to decode, an HTTP
+    /// status without `grpc-status`…), which the transport does not see.
     Dropped,
     /// The body ended with neither trailers nor an error (a protocol violation).
     NoStatus,
@@ -37,7 +47,9 @@ impl std::fmt::Display for CallEnd {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             CallEnd::Status(code, message) => write!(f, "status {} ({code:?}): {message}", *code as i32),
-            CallEnd::Dropped => f.write_str("dropped by the caller"),
+            CallEnd::Dropped => {
+                f.write_str("ended on the client (dropped: a cancel, or a status tonic produced itself)")
+            }
             CallEnd::NoStatus => f.write_str("ended without a status"),
         }
     }
@@ -46,6 +58,8 @@ impl std::fmt::Display for CallEnd {
 #[derive(Default, Debug)]
 struct LogState {
     next: u64,
+    /// Calls started and not ended: id → (path, started at).
+    open: BTreeMap<u64, (String, std::time::Duration)>,
     ends: BTreeMap<u64, (String, CallEnd)>,
 }
 
@@ -72,10 +86,17 @@ impl CallLog {
         st.ends.iter().map(|(id, (path, end))| (*id, path.clone(), end.clone())).collect()
     }
 
+    /// The calls still open: (call id, method path, started at).
+    pub fn open(&self) -> Vec<(u64, String, std::time::Duration)> {
+        let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.open.iter().map(|(id, (path, at))| (*id, path.clone(), *at)).collect()
+    }
+
     fn start(&self, ctx: &Ctx, path: &str) -> u64 {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         st.next += 1;
         let id = st.next;
+        st.open.insert(id, (path.to_string(), ctx.elapsed()));
         drop(st);
         ctx.record("grpc.call.start", &format!("call#{id}"), path);
         id
@@ -83,7 +104,10 @@ impl CallLog {
 
     fn end(&self, ctx: &Ctx, id: u64, path: &str, end: CallEnd) {
         let text = end.to_string();
-        self.state.lock().unwrap_or_else(|p| p.into_inner()).ends.insert(id, (path.to_string(), end));
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.open.remove(&id);
+        st.ends.insert(id, (path.to_string(), end));
+        drop(st);
         ctx.record("grpc.call.end", &format!("call#{id}"), format!("{path} {text}"));
     }
 }
@@ -249,10 +273,25 @@ fn transport_status(e: &(dyn std::error::Error + 'static)) -> tonic::Status {
 }
 
 /// The oracle "every call ends with exactly one status" over the [`CallLog`]: a call ending
-/// twice, or ending without a status, fails at once.
+/// twice, or ending without a status, fails at once; a call still open when the run ends fails
+/// the final check — unless its method is one you declared may stay open
+/// ([`OneStatus::may_stay_open`], e.g. a watch the run ends in the middle of).
 #[derive(Debug, Default)]
 pub struct OneStatus {
     ends: BTreeMap<String, u32>,
+    may_stay_open: std::collections::BTreeSet<String>,
+}
+
+impl OneStatus {
+    /// Calls of `methods` (paths, `/package.Service/Method`) may still be open when the run ends.
+    pub fn may_stay_open<I, S>(mut self, methods: I) -> OneStatus
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.may_stay_open.extend(methods.into_iter().map(Into::into));
+        self
+    }
 }
 
 impl Check for OneStatus {
@@ -273,5 +312,15 @@ impl Check for OneStatus {
             return Verdict::Violation(format!("{} ended {n} times (last: {})", event.identity, event.detail));
         }
         Verdict::Pass
+    }
+
+    fn finish(&mut self, ctx: &Ctx) -> Verdict {
+        let open = CallLog::of(ctx).open();
+        match open.iter().find(|(_, path, _)| !self.may_stay_open.contains(path)) {
+            None => Verdict::Pass,
+            Some((id, path, at)) => {
+                Verdict::Violation(format!("call#{id} ({path}, started at {at:?}) never ended: no status, no error"))
+            }
+        }
     }
 }

@@ -15,18 +15,20 @@ use sim::check::{Check, Verdict};
 use sim::history::Entry;
 
 /// The oracle "GOAWAY before ending long-lived streams" (see the module docs): between a node's
-/// `node.sigterm` and its `grpc.draining` (GOAWAY sent on every connection), no stream of the
-/// given long-lived methods may be ended by the server.
+/// `node.sigterm` and the `grpc.draining` of the server a stream belongs to (GOAWAY sent on every
+/// connection of that server, told apart by port), no stream of the given long-lived methods may
+/// be ended by the server.
 #[derive(Debug)]
 pub struct GoawayFirst {
     methods: BTreeSet<String>,
-    /// Nodes between SIGTERM and their GOAWAY.
-    terminating: BTreeMap<String, u64>,
+    /// Nodes between SIGTERM and their servers' GOAWAY: the ports that already drained.
+    terminating: BTreeMap<String, BTreeSet<String>>,
 }
 
 impl GoawayFirst {
-    /// Checks the streams of `methods` (paths: `/package.Service/Method`), the ones that only end
-    /// when the server ends them.
+    /// Checks the streams of `methods` — paths as on the wire, `/package.Service/Method` (the
+    /// `Watch` method of service `Ledger` in proto package `wallet` is `/wallet.Ledger/Watch`) —
+    /// the ones that only end when the server ends them.
     pub fn long_lived<I, S>(methods: I) -> GoawayFirst
     where
         I: IntoIterator<Item = S>,
@@ -34,6 +36,12 @@ impl GoawayFirst {
     {
         GoawayFirst { methods: methods.into_iter().map(Into::into).collect(), terminating: BTreeMap::new() }
     }
+}
+
+/// The `:PORT` a server's record names (`on :PORT` at the end, or `:PORT` first).
+fn port_of(detail: &str, last: bool) -> String {
+    let token = if last { detail.rsplit(' ').next() } else { detail.split(' ').next() };
+    token.unwrap_or_default().to_string()
 }
 
 impl Check for GoawayFirst {
@@ -44,15 +52,21 @@ impl Check for GoawayFirst {
     fn on_event(&mut self, event: &Entry) -> Verdict {
         match event.kind.as_str() {
             "node.sigterm" => {
-                self.terminating.insert(event.identity.clone(), event.index);
+                self.terminating.insert(event.identity.clone(), BTreeSet::new());
             }
-            "grpc.draining" | "node.start" | "node.exit" | "node.crash" => {
+            "grpc.draining" => {
+                if let Some(drained) = self.terminating.get_mut(&event.identity) {
+                    drained.insert(port_of(&event.detail, false));
+                }
+            }
+            "node.start" | "node.exit" | "node.crash" => {
                 self.terminating.remove(&event.identity);
             }
-            "grpc.stream.end" if self.terminating.contains_key(&event.identity) => {
+            "grpc.stream.end" => {
+                let Some(drained) = self.terminating.get(&event.identity) else { return Verdict::Pass };
                 let path = event.detail.split(' ').next().unwrap_or_default();
                 let by_server = !event.detail.contains("cancelled (dropped unfinished)");
-                if self.methods.contains(path) && by_server {
+                if self.methods.contains(path) && by_server && !drained.contains(&port_of(&event.detail, true)) {
                     return Verdict::Violation(format!(
                         "{} ended a {path} stream after SIGTERM but before sending GOAWAY ({}): its client reopens on \
                          the connection it has, to the replica that is shutting down",

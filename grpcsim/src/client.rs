@@ -11,7 +11,6 @@
 //! seed (stream `grpc/balance/<service>`).
 
 use std::collections::{BTreeMap, VecDeque};
-use std::future::Future as _;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -66,10 +65,10 @@ impl tower::util::rng::Rng for SeededRng {
 struct Replicas {
     node: NodeCtx,
     port: u16,
-    endpoints: tokio::sync::watch::Receiver<Vec<String>>,
+    /// The service's endpoints: the current list first, then each change.
+    endpoints: tokio_stream::wrappers::WatchStream<Vec<String>>,
     current: BTreeMap<String, ()>,
     pending: VecDeque<tower::discover::Change<String, Channel>>,
-    first: bool,
 }
 
 impl Replicas {
@@ -91,26 +90,15 @@ impl futures_core::Stream for Replicas {
     type Item = Result<tower::discover::Change<String, Channel>, std::convert::Infallible>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        if self.first {
-            self.first = false;
-            let now = self.endpoints.borrow_and_update().clone();
-            self.diff(now);
-        }
         loop {
             if let Some(change) = self.pending.pop_front() {
                 return Poll::Ready(Some(Ok(change)));
             }
-            let changed = {
-                let fut = self.endpoints.changed();
-                tokio::pin!(fut);
-                fut.poll(cx)
-            };
-            match changed {
-                Poll::Ready(Ok(())) => {
-                    let now = self.endpoints.borrow_and_update().clone();
-                    self.diff(now);
-                }
-                Poll::Ready(Err(_)) => return Poll::Ready(None),
+            // The stream keeps its own wait registered between polls: a balancer left with no
+            // replica is woken when one comes back.
+            match Pin::new(&mut self.endpoints).poll_next(cx) {
+                Poll::Ready(Some(now)) => self.diff(now),
+                Poll::Ready(None) => return Poll::Ready(None),
                 Poll::Pending => return Poll::Pending,
             }
         }
@@ -118,11 +106,37 @@ impl futures_core::Stream for Replicas {
 }
 
 /// The balanced client transport: clone it into tonic generated clients
-/// (`ProbeClient::new(transport)`).
-pub type Balanced =
-    tower::util::BoxCloneSyncService<http::Request<tonic::body::Body>, http::Response<tonic::body::Body>, BoxError>;
+/// (`ProbeClient::new(transport)`). Its errors are already gRPC statuses (tonic's
+/// `Status::from_error` of the transport's error), so generated clients over it can be used in
+/// spawned tasks.
+#[derive(Clone)]
+pub struct Balanced {
+    inner:
+        tower::util::BoxCloneSyncService<http::Request<tonic::body::Body>, http::Response<tonic::body::Body>, BoxError>,
+}
+
+impl std::fmt::Debug for Balanced {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Balanced").finish_non_exhaustive()
+    }
+}
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl tower_service::Service<http::Request<tonic::body::Body>> for Balanced {
+    type Response = http::Response<tonic::body::Body>;
+    type Error = tonic::Status;
+    type Future = Pin<Box<dyn std::future::Future<Output = Result<Self::Response, tonic::Status>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), tonic::Status>> {
+        self.inner.poll_ready(cx).map_err(tonic::Status::from_error)
+    }
+
+    fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
+        let future = self.inner.call(request);
+        Box::pin(async move { future.await.map_err(tonic::Status::from_error) })
+    }
+}
 
 /// A seeded power-of-two-choices balancer over the replicas of `service` (a ClusterIP or headless
 /// name of the network), each reached on `port` through its own channel from `node`; it follows the
@@ -136,15 +150,14 @@ pub fn balanced(node: &NodeCtx, service: &str, port: u16) -> Result<Balanced, St
     let replicas = Replicas {
         node: node.clone(),
         port,
-        endpoints,
+        endpoints: tokio_stream::wrappers::WatchStream::new(endpoints),
         current: BTreeMap::new(),
         pending: VecDeque::new(),
-        first: true,
     };
     let rng = SeededRng(node.sim().source(&format!("grpc/balance/{service}")));
     let loaded = tower::load::PendingRequestsDiscover::new(replicas, tower::load::CompleteOnResponse::default());
     let balance = tower::balance::p2c::Balance::from_rng(loaded, rng);
     let (buffer, worker) = tower::buffer::Buffer::pair(balance, 1024);
     node.spawn(worker);
-    Ok(tower::util::BoxCloneSyncService::new(buffer))
+    Ok(Balanced { inner: tower::util::BoxCloneSyncService::new(buffer) })
 }

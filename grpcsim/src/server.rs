@@ -25,8 +25,10 @@
 //!   fail on the client), and [`Server::serve`] returns. Without a bound, the node's grace (its
 //!   `terminationGracePeriod`) decides, and the node is killed when it runs out.
 //! - **Streams** are recorded on the server by a layer [`Server::builder`] installs:
-//!   `grpc.stream.open` (the method path) and `grpc.stream.end` (the path, then `status N by the
-//!   server`, `ended without trailers`, or `cancelled (dropped unfinished)`).
+//!   `grpc.stream.open` (the method path, then `on :PORT`) and `grpc.stream.end` (the path, then
+//!   `status N by the server`, `ended without trailers`, or `cancelled (dropped unfinished)`, then
+//!   `on :PORT`); `grpc.draining` and `grpc.stopped` start with `:PORT`, so that several servers
+//!   on one node are told apart.
 //!
 //! tonic spawns a task per connection; spawned from the node's task, each belongs to the node and
 //! is aborted when the node crashes.
@@ -53,6 +55,8 @@ pub type Router = tonic::transport::server::Router<Layers>;
 /// A tonic server on a node (see the module docs).
 pub struct Server {
     node: NodeCtx,
+    /// The port served, once `serve` knows it: stream records name it.
+    port: Arc<std::sync::OnceLock<u16>>,
     drain: Option<Duration>,
     health: Option<tonic_health::server::HealthReporter>,
     draining: watch::Sender<bool>,
@@ -88,13 +92,19 @@ impl Draining {
 impl Server {
     /// A server for `node`: no drain bound, no health service.
     pub fn new(node: &NodeCtx) -> Server {
-        Server { node: node.clone(), drain: None, health: None, draining: watch::channel(false).0 }
+        Server {
+            node: node.clone(),
+            port: Arc::default(),
+            drain: None,
+            health: None,
+            draining: watch::channel(false).0,
+        }
     }
 
     /// tonic's server builder with the stream-recording layer installed: configure it (timeouts,
     /// keepalive, `max_connection_age`…) and add your services.
     pub fn builder(&self) -> tonic::transport::Server<Layers> {
-        tonic::transport::Server::builder().layer(RecordLayer { node: self.node.clone() })
+        tonic::transport::Server::builder().layer(RecordLayer { node: self.node.clone(), port: Arc::clone(&self.port) })
     }
 
     /// Closes connections still open `bound` after SIGTERM (their streams fail on the client with
@@ -106,9 +116,11 @@ impl Server {
 
     /// Readiness from tonic-health, as a kubelet gRPC probe reads it: the node becomes ready when
     /// the health service, asked over the network (`grpc.health.v1.Health/Check`, service `""`,
-    /// through the node's loopback every [`READINESS_PERIOD`]), answers SERVING — set it with
-    /// `reporter.set_service_status("", ServingStatus::Serving)` when your service is ready. On
-    /// SIGTERM the server reports NOT_SERVING. Add the health service to the router yourself.
+    /// through the node's loopback every [`READINESS_PERIOD`]), answers SERVING. tonic-health
+    /// starts `""` at SERVING: to warm up first, set it NOT_SERVING before serving and SERVING when
+    /// ready. The probe stops once the node is ready (a later NOT_SERVING does not take the node
+    /// out of routing). On SIGTERM the server reports NOT_SERVING. Add the health service to the
+    /// router yourself.
     pub fn health(mut self, reporter: tonic_health::server::HealthReporter) -> Server {
         self.health = Some(reporter);
         self
@@ -130,6 +142,7 @@ impl Server {
         let node = self.node.clone();
         let ctx = node.sim().clone();
         let port = listener.local_addr()?.port();
+        let _ = self.port.set(port);
         let conns = Conns::default();
         let incoming = TappedIncoming { listener, node: node.clone(), conns: conns.clone() };
         let (signal_tx, signal_rx) = tokio::sync::oneshot::channel::<()>();
@@ -149,34 +162,52 @@ impl Server {
             () = &mut shutdown => {}
         }
         let sigterm_at = tokio::time::Instant::now();
+        let deadline = self.drain.map(|bound| sigterm_at + bound);
         if let Some(h) = &self.health {
             h.set_service_status("", tonic_health::ServingStatus::NotServing).await;
         }
         let _ = signal_tx.send(());
-        // Drive tonic until GOAWAY went out on every open connection (or it closed) …
+        // Drive tonic until GOAWAY went out on every open connection (or it closed), or the drain
+        // bound ran out (a connection that cannot write — its peer reads nothing — never sends it) …
         let goaway_everywhere = conns.wait(|c| c.open.iter().all(|(_, s)| s.goaway.load(Ordering::SeqCst)));
-        tokio::select! {
-            result = &mut serving => {
-                ctx.record("grpc.draining", node.name(), "no connection open");
-                self.draining.send_replace(true);
-                return result.map_err(Into::into);
+        let bounded = async {
+            match deadline {
+                Some(at) => tokio::time::timeout_at(at, goaway_everywhere).await.is_ok(),
+                None => {
+                    goaway_everywhere.await;
+                    true
+                }
             }
-            () = goaway_everywhere => {}
+        };
+        let mut result = None;
+        let mut bound_hit = false;
+        tokio::select! {
+            done = &mut serving => result = Some(done),
+            sent = bounded => bound_hit = !sent,
         }
-        ctx.record("grpc.draining", node.name(), format!("GOAWAY sent on {} connections", conns.count()));
+        ctx.record(
+            "grpc.draining",
+            node.name(),
+            format!(":{port} GOAWAY sent on {} of {} open connections", conns.with_goaway(), conns.count()),
+        );
         // … then the application may end its streams.
         self.draining.send_replace(true);
-        let result = match self.drain {
-            None => serving.await,
-            Some(bound) => {
-                let deadline = sigterm_at + bound;
-                match tokio::time::timeout_at(deadline, &mut serving).await {
-                    Ok(result) => result,
-                    Err(_) => {
+        let result = match (result, deadline) {
+            (Some(done), _) => done,
+            (None, None) => serving.await,
+            (None, Some(at)) => {
+                let done = if bound_hit { None } else { tokio::time::timeout_at(at, &mut serving).await.ok() };
+                match done {
+                    Some(done) => done,
+                    None => {
                         ctx.record(
                             "grpc.drain.bound",
                             node.name(),
-                            format!("closing {} connections still open {bound:?} after SIGTERM", conns.count()),
+                            format!(
+                                ":{port} closing {} connections still open {:?} after SIGTERM",
+                                conns.count(),
+                                at - sigterm_at
+                            ),
                         );
                         conns.kill_all();
                         serving.await
@@ -184,7 +215,7 @@ impl Server {
                 }
             }
         };
-        ctx.record("grpc.stopped", node.name(), format!("drained in {:?}", sigterm_at.elapsed()));
+        ctx.record("grpc.stopped", node.name(), format!(":{port} drained in {:?}", sigterm_at.elapsed()));
         result.map_err(Into::into)
     }
 }
@@ -230,6 +261,10 @@ impl Conns {
 
     fn count(&self) -> usize {
         self.lock().open.len()
+    }
+
+    fn with_goaway(&self) -> usize {
+        self.lock().open.iter().filter(|(_, s)| s.goaway.load(Ordering::SeqCst)).count()
     }
 
     fn kill_all(&self) {
@@ -353,6 +388,9 @@ impl AsyncWrite for Tapped {
             return Poll::Ready(Err(killed_error()));
         }
         let polled = Pin::new(&mut this.inner).poll_write(cx, buf);
+        if polled.is_pending() {
+            this.shared.park(cx);
+        }
         if let Poll::Ready(Ok(n)) = &polled {
             for frame in this.frames.feed(&buf[..*n]) {
                 if frame == FRAME_GOAWAY && !this.shared.goaway.swap(true, Ordering::SeqCst) {
@@ -425,6 +463,7 @@ impl FrameReader {
 #[derive(Clone)]
 pub struct RecordLayer {
     node: NodeCtx,
+    port: Arc<std::sync::OnceLock<u16>>,
 }
 
 impl std::fmt::Debug for RecordLayer {
@@ -437,7 +476,7 @@ impl<S> tower::Layer<S> for RecordLayer {
     type Service = Recorded<S>;
 
     fn layer(&self, inner: S) -> Recorded<S> {
-        Recorded { inner, node: self.node.clone() }
+        Recorded { inner, node: self.node.clone(), port: Arc::clone(&self.port) }
     }
 }
 
@@ -446,6 +485,7 @@ impl<S> tower::Layer<S> for RecordLayer {
 pub struct Recorded<S> {
     inner: S,
     node: NodeCtx,
+    port: Arc<std::sync::OnceLock<u16>>,
 }
 
 impl<S> std::fmt::Debug for Recorded<S> {
@@ -471,17 +511,19 @@ where
 
     fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
         let path = request.uri().path().to_string();
+        let on = format!("on :{}", self.port.get().copied().unwrap_or(0));
         let node = self.node.clone();
-        node.sim().record("grpc.stream.open", node.name(), &path);
+        node.sim().record("grpc.stream.open", node.name(), format!("{path} {on}"));
         let future = self.inner.call(request);
         Box::pin(async move {
             let response = future.await?;
             let (parts, body) = response.into_parts();
-            if let Some(status) = parts.headers.get("grpc-status").and_then(|v| v.to_str().ok()) {
-                node.sim().record("grpc.stream.end", node.name(), format!("{path} status {status} by the server"));
-                return Ok(http::Response::from_parts(parts, EndWatch { inner: body, node, path, ended: true }));
+            let trailers_only = parts.headers.get("grpc-status").and_then(|v| v.to_str().ok()).map(str::to_string);
+            if let Some(status) = &trailers_only {
+                node.sim().record("grpc.stream.end", node.name(), format!("{path} status {status} by the server {on}"));
             }
-            Ok(http::Response::from_parts(parts, EndWatch { inner: body, node, path, ended: false }))
+            let body = EndWatch { inner: body, node, path, on, ended: trailers_only.is_some() };
+            Ok(http::Response::from_parts(parts, body))
         })
     }
 }
@@ -492,6 +534,8 @@ pub struct EndWatch<B> {
     inner: B,
     node: NodeCtx,
     path: String,
+    /// `on :PORT`, the server's port.
+    on: String,
     ended: bool,
 }
 
@@ -523,7 +567,7 @@ impl<B: http_body::Body<Data = Bytes> + Unpin> http_body::Body for EndWatch<B> {
         {
             self.ended = true;
             let node = self.node.clone();
-            node.sim().record("grpc.stream.end", node.name(), format!("{} {end}", self.path));
+            node.sim().record("grpc.stream.end", node.name(), format!("{} {end} {}", self.path, self.on));
         }
         polled
     }
@@ -543,7 +587,7 @@ impl<B> Drop for EndWatch<B> {
             self.node.sim().record(
                 "grpc.stream.end",
                 self.node.name(),
-                format!("{} cancelled (dropped unfinished)", self.path),
+                format!("{} cancelled (dropped unfinished) {}", self.path, self.on),
             );
         }
     }

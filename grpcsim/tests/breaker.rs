@@ -147,3 +147,52 @@ fn open_to_closed_is_not_an_edge() {
     .expect("the checker must report Open -> Closed");
     assert!(found.contains("Open -> Closed is not an edge of the model"), "{found}");
 }
+
+#[test]
+fn letting_calls_through_while_open_is_illegal() {
+    struct Leaky(Simple);
+    impl Breaker for Leaky {
+        fn allow(&mut self, now: Duration) -> bool {
+            let _ = self.0.allow(now);
+            true
+        }
+        fn record(&mut self, outcome: &Outcome, now: Duration) {
+            self.0.record(outcome, now);
+        }
+        fn state(&self) -> BreakerState {
+            self.0.state()
+        }
+    }
+    let report = Simulation::new("breaker_leaky").seeds(0..1).run(|ctx: Ctx| async move {
+        let mut checked = Checked::new(&ctx, "ledger", SPEC, Leaky(Simple::new(Outcome::is_failure)));
+        for _ in 0..5 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            if checked.allow(ctx.elapsed()) {
+                checked.record(&Outcome::call(Code::Unavailable), ctx.elapsed());
+            }
+        }
+        Ok(())
+    });
+    let failure = report.first_failure().and_then(|o| o.failure.clone()).expect("reported");
+    assert!(failure.message.contains("let a call through while Open"), "{failure}");
+}
+
+#[test]
+fn an_expired_deadline_reported_as_cancelled_counts_as_a_failure() {
+    let timeout = tonic::Status::cancelled("Timeout expired");
+    assert_eq!(Outcome::call_status(&timeout), Outcome::call(Code::DeadlineExceeded));
+    assert!(Outcome::call_status(&timeout).is_failure());
+    let cancel = tonic::Status::cancelled("the caller went away");
+    assert!(!Outcome::call_status(&cancel).is_failure());
+    assert_eq!(Outcome::stream_end_status(None), Outcome::stream_end(Code::Ok));
+    // A breaker that counts deadlines, fed through call_status, opens legally.
+    let found = run(
+        "breaker_deadlines",
+        || Simple::new(Outcome::is_failure),
+        vec![Outcome::call_status(&timeout); 4]
+            .into_iter()
+            .chain(std::iter::repeat_n(Outcome::call(Code::Ok), 15))
+            .collect(),
+    );
+    assert_eq!(found, None);
+}

@@ -125,7 +125,7 @@ fn sigterm_sends_goaway_before_the_application_ends_its_streams() {
                 format!("events in the wrong order: {order:?}"),
             )?;
             check(
-                order[3].2 == format!("{STREAM} status 0 by the server"),
+                order[3].2 == format!("{STREAM} status 0 by the server on :50051"),
                 format!("the stream's end: {:?}", order[3]),
             )?;
             system.stop().await
@@ -316,4 +316,180 @@ fn the_seeded_balancer_spreads_calls_and_follows_a_rollout() {
     let picks = picks.lock().unwrap();
     let sequences: std::collections::BTreeSet<&Vec<String>> = picks.values().collect();
     assert!(sequences.len() > 1, "every seed picked the same replicas: the balancer is not seeded");
+}
+
+/// Review finding: a balancer left with no replica for a while must pick up the replicas that come
+/// back (its discovery keeps its wait registered between polls).
+#[test]
+fn the_balancer_recovers_after_the_service_had_no_endpoints() {
+    Simulation::new("grpc_balance_empty")
+        .seeds(0..4)
+        .run(|ctx: Ctx| async move {
+            let system = System::new(&ctx);
+            system.add(Service::new("probe", |node| probe(node, Ending::AfterGoaway, None, None)).replicas(2..=2));
+            let caller = std::sync::Arc::new(tokio::sync::Mutex::new(None));
+            let caller2 = caller.clone();
+            system.add(Service::new("caller", move |node: NodeCtx| {
+                let caller = caller2.clone();
+                async move {
+                    let balanced = grpcsim::client::balanced(&node, "probe", 50051).map_err(BoxError::from)?;
+                    *caller.lock().await = Some(ProbeClient::new(balanced));
+                    node.set_ready();
+                    node.shutdown_signal().await;
+                    Ok(())
+                }
+            }));
+            system.start().await?;
+            let c = caller.lock().await.clone().expect("the caller is ready");
+            let call = |tag: &'static str| {
+                let mut c = c.clone();
+                async move {
+                    tokio::time::timeout(Duration::from_secs(1), c.call(CallRequest { delay_ms: 0, tag: tag.into() }))
+                        .await
+                }
+            };
+            check(matches!(call("before").await, Ok(Ok(_))), "a call before")?;
+            ctx.net().set_endpoints("probe", &[]);
+            check(call("none").await.is_err(), "a call with no endpoint waits (and times out)")?;
+            ctx.net().set_endpoints("probe", &["probe-1"]);
+            let back = call("back").await;
+            check(
+                matches!(&back, Ok(Ok(r)) if r.get_ref().served_by == "probe-1"),
+                format!("after one came back: {back:?}"),
+            )?;
+            ctx.net().set_endpoints("probe", &["probe-0", "probe-1"]);
+            check(matches!(call("both").await, Ok(Ok(_))), "a call with both back")?;
+            system.stop().await
+        })
+        .assert_passed();
+}
+
+/// Review finding: a connection that cannot write its GOAWAY (its peer reads nothing and the send
+/// buffer is full) must not hold the drain past its bound.
+#[test]
+fn the_drain_bound_holds_when_a_goaway_cannot_be_written() {
+    #[derive(Clone)]
+    struct Flood;
+    #[tonic::async_trait]
+    impl grpcsim::probe::Probe for Flood {
+        async fn call(
+            &self,
+            _request: tonic::Request<CallRequest>,
+        ) -> Result<tonic::Response<grpcsim::probe::CallReply>, tonic::Status> {
+            Err(tonic::Status::unimplemented("flood"))
+        }
+        type StreamStream = grpcsim::probe::ItemStream;
+        async fn stream(
+            &self,
+            _request: tonic::Request<StreamRequest>,
+        ) -> Result<tonic::Response<Self::StreamStream>, tonic::Status> {
+            let big = "x".repeat(256 * 1024);
+            let items =
+                futures::stream::repeat_with(move || Ok(grpcsim::probe::Item { seq: 0, served_by: big.clone() }));
+            Ok(tonic::Response::new(Box::pin(items)))
+        }
+    }
+    async fn flood(node: NodeCtx) -> Result<(), BoxError> {
+        let listener = node.host().listen("50051")?;
+        let server = grpcsim::Server::new(&node).drain_bound(Duration::from_secs(2));
+        let router = server.builder().add_service(grpcsim::probe::ProbeServer::new(Flood));
+        server.serve(listener, router).await
+    }
+    Simulation::new("grpc_drain_bound_stuck")
+        .seeds(0..4)
+        .run(|ctx: Ctx| async move {
+            let system = System::new(&ctx);
+            system.add(Service::new("flood", flood).grace(Duration::from_secs(10)));
+            system.start().await?;
+            let channel = grpcsim::client::endpoint("flood:50051")
+                .expect("target")
+                .initial_stream_window_size(32 << 20)
+                .initial_connection_window_size(32 << 20)
+                .connect_with_connector_lazy(sim::net::adapters::Connector::new(ctx.net().host("client")));
+            let mut c = ProbeClient::new(channel);
+            let mut stream = c
+                .stream(StreamRequest { count: 0, interval_ms: 0 })
+                .await
+                .map_err(|s| Failure::correctness("open", s.to_string()))?
+                .into_inner();
+            let _ = stream.message().await;
+            // Stop reading: the server's send buffer fills and stays full.
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let sigterm_at = ctx.elapsed();
+            system.sigterm("flood-0")?;
+            tokio::time::sleep(Duration::from_secs(4)).await;
+            let stopped = ctx.history().entries().find(|e| e.kind == "grpc.stopped").map(|e| e.at());
+            check(
+                stopped.is_some_and(|at| at <= sigterm_at + Duration::from_secs(2) + Duration::from_millis(50)),
+                format!("the server stopped at {stopped:?}; SIGTERM at {sigterm_at:?} with a 2 s bound"),
+            )?;
+            check(ctx.history().entries().any(|e| e.kind == "grpc.drain.bound"), "the bound closed the connection")?;
+            drop(stream);
+            system.stop().await
+        })
+        .assert_passed();
+}
+
+/// Review finding: a second, idle server on the node drains at once; the GOAWAY-first check must
+/// still judge each stream by the server it belongs to.
+#[test]
+fn goaway_first_judges_each_server_of_a_node_apart() {
+    async fn two_servers(node: NodeCtx) -> Result<(), BoxError> {
+        let admin_listener = node.host().listen("9000")?;
+        let admin = grpcsim::Server::new(&node);
+        let admin_router = admin.builder().add_service(ProbeService::new("admin").into_server());
+        node.spawn(async move {
+            let _ = admin.serve(admin_listener, admin_router).await;
+        });
+        probe(node, Ending::AtSigterm, None, None).await
+    }
+    let report = Simulation::new("grpc_goaway_first_two_servers").seeds(0..20).stop_after_failures(20).run(
+        |ctx: Ctx| async move {
+            ctx.add_check(GoawayFirst::long_lived([STREAM]));
+            let system = System::new(&ctx);
+            system.add(Service::new("probe", two_servers).grace(Duration::from_secs(5)));
+            system.start().await?;
+            let mut c = client(&ctx, "client", "probe:50051");
+            system.at(ctx.elapsed() + Duration::from_millis(300), Lifecycle::Sigterm("probe-0".into()));
+            let _ = read_all(&mut c, Duration::from_secs(10)).await;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            system.stop().await
+        },
+    );
+    let caught = report
+        .failures()
+        .filter(|o| o.failure.as_ref().is_some_and(|f| f.oracle.as_deref() == Some("goaway-first")))
+        .count();
+    assert!(caught > 0, "an idle second server hid the bug in all 20 seeds");
+}
+
+/// Review finding: a call that never ends (no deadline, its server vanished) fails the one-status
+/// check at the end of the run, unless its method may stay open.
+#[test]
+fn a_call_that_never_ends_fails_one_status_at_the_end_of_the_run() {
+    let run = |allow: bool| {
+        Simulation::new("grpc_one_status_open").seeds(0..2).run(move |ctx: Ctx| async move {
+            let check = if allow { OneStatus::default().may_stay_open([STREAM]) } else { OneStatus::default() };
+            ctx.add_check(check);
+            let system = System::new(&ctx);
+            system.add(Service::new("probe", |node| probe(node, Ending::Never, None, None)));
+            system.start().await?;
+            let mut c = client(&ctx, "client", "probe:50051");
+            let mut stream = c
+                .stream(StreamRequest { count: 0, interval_ms: 50 })
+                .await
+                .map_err(|s| Failure::correctness("open", s.to_string()))?
+                .into_inner();
+            let _ = stream.message().await;
+            system.crash("probe-0", Some(sim::node::CrashMode::Vanish)).await?;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            std::mem::forget(stream);
+            Ok(())
+        })
+    };
+    let strict = run(false);
+    let failure = strict.first_failure().and_then(|o| o.failure.clone()).expect("the open call is reported");
+    assert_eq!(failure.oracle.as_deref(), Some("one-status"), "{failure}");
+    assert!(failure.message.contains("never ended"), "{failure}");
+    run(true).assert_passed();
 }

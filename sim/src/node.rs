@@ -599,6 +599,10 @@ struct State {
     services: BTreeMap<String, Service>,
     instances: BTreeMap<String, Instance>,
     exits: Vec<ExitRecord>,
+    /// Lifecycle events scheduled with [`System::at`] and not yet cancelled.
+    scheduled: Vec<crate::EventId>,
+    /// Bumped by `heal` and `stop`: a scheduled event of an older epoch does nothing.
+    epoch: u64,
 }
 
 /// The node incarnation each task owner stands for: shared with the end-of-run zombie check.
@@ -611,6 +615,8 @@ pub struct System {
     ctx: Ctx,
     state: Arc<Mutex<State>>,
     owners: Owners,
+    /// How many scheduled lifecycle events are being performed now.
+    running_events: Arc<tokio::sync::watch::Sender<u32>>,
 }
 
 impl std::fmt::Debug for System {
@@ -720,8 +726,11 @@ impl System {
                 services: BTreeMap::new(),
                 instances: BTreeMap::new(),
                 exits: Vec::new(),
+                scheduled: Vec::new(),
+                epoch: 0,
             })),
             owners,
+            running_events: Arc::new(tokio::sync::watch::Sender::new(0)),
         }
     }
 
@@ -1280,17 +1289,45 @@ impl System {
     pub fn at(&self, at: Duration, event: Lifecycle) {
         let system = self.clone();
         let label = format!("{event:?}");
-        self.ctx.driver().at(
+        let epoch = self.lock().epoch;
+        let id = self.ctx.driver().at(
             at,
             Event::new("node.lifecycle", label).action(move || {
+                if system.lock().epoch != epoch {
+                    return;
+                }
                 let system2 = system.clone();
+                system2.running_events.send_modify(|n| *n += 1);
                 tokio::spawn(async move {
-                    if let Err(f) = system2.apply(event).await {
+                    let result = system2.apply(event).await;
+                    system2.running_events.send_modify(|n| *n -= 1);
+                    if let Err(f) = result {
                         system2.ctx.fail(f);
                     }
                 });
             }),
         );
+        self.lock().scheduled.push(id);
+    }
+
+    /// Ends the fault schedule: cancels the lifecycle events scheduled with [`System::at`] (and
+    /// [`System::schedule_lifecycle`]) that have not happened, and waits for those under way (a
+    /// restart or a rollout in progress) to finish.
+    async fn quiesce(&self, why: &str) {
+        let pending = {
+            let mut st = self.lock();
+            st.epoch += 1;
+            std::mem::take(&mut st.scheduled)
+        };
+        let cancelled = pending.into_iter().filter(|id| self.ctx.driver().cancel(*id)).count();
+        let mut running = self.running_events.subscribe();
+        let under_way = *running.borrow();
+        self.ctx.record(
+            "node.quiesce",
+            "system",
+            format!("{why}: {cancelled} scheduled lifecycle events cancelled, {under_way} under way"),
+        );
+        let _ = running.wait_for(|n| *n == 0).await;
     }
 
     /// Draws a lifecycle schedule from the swarm inside `window` of fake time and schedules it:
@@ -1341,22 +1378,28 @@ impl System {
         plan
     }
 
-    /// Heals: starts every node that is down and waits until all are ready.
+    /// Heals: ends the fault schedule (the lifecycle events scheduled with [`System::at`] or
+    /// [`System::schedule_lifecycle`] that have not happened are cancelled; those under way are
+    /// awaited), then starts every node that is down and waits until all are ready.
     ///
     /// # Errors
     /// As [`System::start`].
     pub async fn heal(&self) -> Result<(), Failure> {
+        self.quiesce("heal").await;
         self.ctx.record("node.heal", "system", "");
         self.start().await
     }
 
-    /// Stops every node with SIGTERM and waits until each has ended (killed after its grace);
+    /// Stops every node with SIGTERM and waits until each has ended (killed after its grace) —
+    /// after ending the fault schedule as [`System::heal`] does, so that no scheduled restart
+    /// starts a node again;
     /// then checks that no task of an ended incarnation kept running after it ended (also checked
     /// at the end of every run).
     ///
     /// # Errors
     /// A leak failure (oracle `zombie`) when a task of an ended incarnation kept running.
     pub async fn stop(&self) -> Result<(), Failure> {
+        self.quiesce("stop").await;
         let mut stopping = Vec::new();
         for name in self.running() {
             if let Some(watch) = self.terminate(&name, None)? {

@@ -215,19 +215,21 @@ fn a_task_that_escaped_tracking_and_runs_after_a_crash_is_a_zombie() {
 /// (`ENETDOWN`), as the process's threads are gone; its handler never runs after the crash.
 #[test]
 fn a_crash_ends_the_untracked_tasks_waiting_on_the_nodes_sockets() {
-    Simulation::new("node_crash_sockets").seeds(0..4).run(|ctx: Ctx| async move {
-        let system = System::new(&ctx);
-        system.add(Service::new("hello", hello_untracked));
-        system.start().await?;
-        let ctx2 = ctx.clone();
-        let pending = tokio::spawn(async move { get(&ctx2, "client", "http://hello:8080/").await });
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        system.crash("hello-0", Some(CrashMode::Vanish)).await?;
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        pending.abort();
-        system.check_zombies()
-    })
-    .assert_passed();
+    Simulation::new("node_crash_sockets")
+        .seeds(0..4)
+        .run(|ctx: Ctx| async move {
+            let system = System::new(&ctx);
+            system.add(Service::new("hello", hello_untracked));
+            system.start().await?;
+            let ctx2 = ctx.clone();
+            let pending = tokio::spawn(async move { get(&ctx2, "client", "http://hello:8080/").await });
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            system.crash("hello-0", Some(CrashMode::Vanish)).await?;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            pending.abort();
+            system.check_zombies()
+        })
+        .assert_passed();
 }
 
 #[test]
@@ -641,4 +643,30 @@ fn sigkill_after_uses_its_own_duration_as_the_grace() {
             })
             .assert_passed();
     }
+}
+
+/// Healing ends the fault schedule: a lifecycle event scheduled for after the heal does not
+/// happen, one under way is awaited, and a stopped system is not started again by a restart that
+/// was scheduled.
+#[test]
+fn heal_and_stop_end_the_fault_schedule() {
+    Simulation::new("node_quiesce").seeds(0..4).run(|ctx: Ctx| async move {
+        let system = System::new(&ctx);
+        system.add(Service::new("hello", hello));
+        system.start().await?;
+        let now = ctx.elapsed();
+        system.at(now + Duration::from_millis(100), Lifecycle::Restart("hello-0".into(), true));
+        system.at(now + Duration::from_secs(5), Lifecycle::Crash("hello-0".into(), None));
+        tokio::time::sleep(Duration::from_millis(110)).await;
+        // The restart is under way: heal waits for it, and cancels the crash.
+        system.heal().await?;
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        check(!system.exits().iter().any(|e| matches!(e.cause, ExitCause::Crash(_))), "the crash after heal happened")?;
+        check(system.running() == ["hello-0"], "running after heal")?;
+        system.at(ctx.elapsed() + Duration::from_millis(10), Lifecycle::Restart("hello-0".into(), true));
+        system.stop().await?;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        check(system.running().is_empty(), format!("a scheduled restart started a stopped system: {:?}", system.running()))
+    })
+    .assert_passed();
 }

@@ -134,7 +134,7 @@ impl Wallet for WalletService {
                 Ok(Err(s)) => s,
                 Err(_) => Status::deadline_exceeded("ledger: timed out"),
             };
-            self.feed(Outcome::call(status.code()));
+            self.feed(Outcome::call_status(&status));
             if !retryable(status.code()) {
                 return Err(status);
             }
@@ -174,7 +174,7 @@ async fn keep_watching(service: WalletService, view: watch::Sender<View>) {
         let mut stream = match opened {
             Ok(Ok(stream)) => stream.into_inner(),
             Ok(Err(status)) => {
-                service.feed(Outcome::call(status.code()));
+                service.feed(Outcome::call_status(&status));
                 view.send_modify(|v| v.last_error = Some(format!("{:?}: {}", status.code(), status.message())));
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(WATCH_BACKOFF_MAX);
@@ -198,16 +198,16 @@ async fn keep_watching(service: WalletService, view: watch::Sender<View>) {
                         v.balances.insert(change.account, change.balance);
                     }
                 }),
-                Ok(None) => break Code::Ok,
+                Ok(None) => break None,
                 Err(status) => {
                     view.send_modify(|v| v.last_error = Some(format!("{:?}: {}", status.code(), status.message())));
-                    break status.code();
+                    break Some(status);
                 }
             }
         };
         view.send_modify(|v| v.live = false);
-        service.feed(Outcome::stream_end(ended));
-        if ended != Code::Ok {
+        service.feed(Outcome::stream_end_status(ended.as_ref()));
+        if ended.is_some() {
             tokio::time::sleep(backoff).await;
             backoff = (backoff * 2).min(WATCH_BACKOFF_MAX);
         }
