@@ -151,21 +151,6 @@ pub async fn produce(c: &mut Conn, topic: &str, partition: i32, records: Bytes, 
     Ok((code(p.error_code), p.base_offset))
 }
 
-pub fn fetch_request(topic: &str, partition: i32, offset: i64, max_wait_ms: i32) -> FetchRequest {
-    FetchRequest::default()
-        .with_replica_id(BrokerId(-1))
-        .with_max_wait_ms(max_wait_ms)
-        .with_min_bytes(1)
-        .with_max_bytes(1 << 20)
-        .with_session_epoch(-1)
-        .with_topics(vec![fetch_request::FetchTopic::default().with_topic(TopicName(s(topic))).with_partitions(vec![
-            fetch_request::FetchPartition::default()
-                .with_partition(partition)
-                .with_fetch_offset(offset)
-                .with_partition_max_bytes(1 << 20),
-        ])])
-}
-
 /// What one fetch of one partition gave.
 #[derive(Debug)]
 pub struct Fetched {
@@ -183,8 +168,9 @@ impl Fetched {
     }
 }
 
-pub async fn fetch(c: &mut Conn, topic: &str, partition: i32, offset: i64, max_wait_ms: i32) -> R<Fetched> {
-    let r = send(c, fetch_request(topic, partition, offset, max_wait_ms), FETCH_V).await?;
+pub async fn fetch(c: &mut Conn, topic: &str, partition: i32, offset: i64, max_wait_ms: u64) -> R<Fetched> {
+    let q = kafkasim::history::fetch_request(topic, partition, offset, Duration::from_millis(max_wait_ms));
+    let r = send(c, q, FETCH_V).await?;
     let p = &r.responses[0].partitions[0];
     let records = match &p.records {
         Some(b) if !b.is_empty() => decode_records(b).map_err(|e| e.to_string())?,

@@ -342,7 +342,7 @@ pub async fn unsupported_version_of_another_request_closes_the_connection(ctx: &
     c.send_raw(&frame).await.map_err(|e| e.to_string())?;
     ctx.note("Metadata at v99", read_answer(c).await);
     let mut c = connect(ctx, "c").await?;
-    let frame = forged_version(&mut c, &fetch_request("x", 0, 0, 0), 12, 2)?;
+    let frame = forged_version(&mut c, &kafkasim::history::fetch_request("x", 0, 0, Duration::ZERO), 12, 2)?;
     c.send_raw(&frame).await.map_err(|e| e.to_string())?;
     ctx.note("Fetch at v2 (removed by KIP-896)", read_answer(c).await);
     let mut c = connect(ctx, "c").await?;
