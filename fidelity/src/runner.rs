@@ -18,6 +18,9 @@ use crate::compare::{Comparison, Known, Verdict, compare};
 use crate::counterpart::Counterpart;
 use crate::observe::{Observations, Recorder};
 
+/// The environment variable that shows every scenario side by side, equal ones too.
+pub const SHOW_ENV: &str = "FIDELITY_SHOW";
+
 /// How long one side of one scenario may run before it is stopped and counted as ended early.
 pub const SCENARIO_TIME_LIMIT: Duration = Duration::from_secs(120);
 
@@ -225,8 +228,8 @@ impl Suite {
         Outcome { name: scenario.name, verdict, comparison, wall: t.elapsed() }
     }
 
-    /// The report: a table of every scenario, then each non-equal one side by side, then the
-    /// counts.
+    /// The report: a table of every scenario, then each non-equal one (every one with
+    /// `FIDELITY_SHOW=1`) side by side, then the counts.
     pub fn render(&self, report: &SuiteReport) -> String {
         use std::fmt::Write;
         let mut out = String::new();
@@ -241,7 +244,8 @@ impl Suite {
             };
             let _ = writeln!(out, "  {:w$}  {:>7}  {verdict}", o.name, o.comparison.rows.len());
         }
-        for o in report.outcomes.iter().filter(|o| o.verdict != Verdict::Equal) {
+        let show_all = std::env::var_os(SHOW_ENV).is_some_and(|v| !v.is_empty() && v != "0");
+        for o in report.outcomes.iter().filter(|o| show_all || o.verdict != Verdict::Equal) {
             let _ = writeln!(out, "\n{}:", o.name);
             out.push_str(&o.comparison.side_by_side(self.fake_name, self.real_name));
         }

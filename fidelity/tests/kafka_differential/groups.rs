@@ -349,3 +349,87 @@ pub async fn describe_and_list_groups(ctx: &Ctx) -> R {
     ctx.note("list Empty after leave", list(&mut c, vec!["Empty"]).await?);
     Ok(())
 }
+
+pub async fn heartbeat_and_commit_while_the_leader_has_not_synced(ctx: &Ctx) -> R {
+    let g = ctx.name("g");
+    let t = commit_topic(ctx).await?;
+    let mut a = connect(ctx, "a").await?;
+    let mut b = connect(ctx, "b").await?;
+    let mut b2 = connect(ctx, "b-side").await?;
+    let mut watcher = connect(ctx, "watcher").await?;
+    coordinator_ready(&mut a, &g).await?;
+    let (a_id, _) = join_alone(ctx, &mut a, &g, None, "a").await?;
+    let first = send(&mut b, join_request(&g, "", None, "consumer"), JOIN_V).await?;
+    let b_id = first.member_id.to_string();
+    let b_join = async { send(&mut b, join_request(&g, &b_id, None, "consumer"), JOIN_V).await };
+    let a_join = async {
+        wait_state(&mut watcher, &g, "PreparingRebalance").await?;
+        send(&mut a, join_request(&g, &a_id, None, "consumer"), JOIN_V).await
+    };
+    let (b_joined, a_joined) = tokio::join!(b_join, a_join);
+    let (b_joined, a_joined) = (b_joined?, a_joined?);
+    let generation = a_joined.generation_id;
+    ctx.note("joined", format!("a: {} / b: {}", render_join(ctx, &a_joined), render_join(ctx, &b_joined)));
+    ctx.note("state before the leader syncs", group_state(&mut watcher, &g).await?);
+    ctx.note("b heartbeat", heartbeat(&mut b2, &g, generation, &b_id, None).await?);
+    ctx.note("b commit", commit(&mut b2, commit_request(&g, generation, &b_id, None, &t, 0, 4, None)).await?);
+    // b's SyncGroup waits for the leader's.
+    let b_sync = sync(&mut b, sync_request(&g, generation, &b_id, &[]));
+    let a_sync = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        sync(&mut a, sync_request(&g, generation, &a_id, &[(&a_id, &[0]), (&b_id, &[1])])).await
+    };
+    let (b_synced, a_synced) = tokio::join!(b_sync, a_sync);
+    ctx.note("syncs", format!("a: {} / b: {}", a_synced?, b_synced?));
+    ctx.note(
+        "b commit after the sync",
+        commit(&mut b2, commit_request(&g, generation, &b_id, None, &t, 0, 4, None)).await?,
+    );
+    Ok(())
+}
+
+pub async fn leader_leaving_makes_the_follower_rejoin(ctx: &Ctx) -> R {
+    let g = ctx.name("g");
+    let (mut a, a_id, mut b, b_id, generation) = second_member_joins(ctx, &g, async |_, _, _| Ok(())).await?;
+    ctx.note("a (leader) leaves", leave(&mut a, &g, &a_id, None).await?);
+    ctx.note("b heartbeat", heartbeat(&mut b, &g, generation, &b_id, None).await?);
+    let j = join(ctx, &mut b, "b rejoins", join_request(&g, &b_id, None, "consumer")).await?;
+    ctx.note("b sync", sync(&mut b, sync_request(&g, j.generation_id, &b_id, &[(&b_id, &[0, 1])])).await?);
+    ctx.note("describe", describe(ctx, &mut b, &g).await?);
+    Ok(())
+}
+
+pub async fn a_member_that_does_not_rejoin_is_removed_after_the_rebalance_timeout(ctx: &Ctx) -> R {
+    let g = ctx.name("g");
+    let (mut a, a_id, mut b, b_id, generation) = second_member_joins(ctx, &g, async |_, _, _| Ok(())).await?;
+    let mut c = connect(ctx, "c").await?;
+    let mut watcher = connect(ctx, "watcher").await?;
+    let first = send(&mut c, join_request(&g, "", None, "consumer"), JOIN_V).await?;
+    let c_id = first.member_id.to_string();
+    // c's join starts a rebalance; a rejoins, b never does (nor heartbeats).
+    let c_join = async { send(&mut c, join_request(&g, &c_id, None, "consumer"), JOIN_V).await };
+    let a_join = async {
+        wait_state(&mut watcher, &g, "PreparingRebalance").await?;
+        send(&mut a, join_request(&g, &a_id, None, "consumer"), JOIN_V).await
+    };
+    let (c_joined, a_joined) = tokio::join!(c_join, a_join);
+    let (c_joined, a_joined) = (c_joined?, a_joined?);
+    ctx.note("a rejoins", render_join(ctx, &a_joined));
+    ctx.note("c joins", render_join(ctx, &c_joined));
+    ctx.note("b heartbeat after the rebalance", heartbeat(&mut b, &g, generation, &b_id, None).await?);
+    Ok(())
+}
+
+pub async fn join_group_v3_needs_no_member_id_round(ctx: &Ctx) -> R {
+    let g = ctx.name("g");
+    let mut c = connect(ctx, "c").await?;
+    coordinator_ready(&mut c, &g).await?;
+    let r = send(&mut c, join_request(&g, "", None, "consumer"), 3).await?;
+    ctx.note("join v3 with no member id", render_join(ctx, &r));
+    let member = r.member_id.to_string();
+    ctx.note("sync v2", {
+        let s = send(&mut c, sync_request(&g, r.generation_id, &member, &[(&member, &[0])]), 2).await?;
+        format!("{} assignment={}", code(s.error_code), render_assignment(&s.assignment))
+    });
+    Ok(())
+}

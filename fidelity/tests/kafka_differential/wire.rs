@@ -403,3 +403,37 @@ pub async fn unknown_api_key_closes_the_connection(ctx: &Ctx) -> R {
     ctx.note("api key 999", read_answer(c).await);
     Ok(())
 }
+
+pub async fn produce_with_invalid_acks_or_a_corrupt_batch(ctx: &Ctx) -> R {
+    let t = ctx.name("t");
+    let mut c = connect(ctx, "c").await?;
+    create_ready_topic(&mut c, &t, 1).await?;
+    let (code, base) = produce(&mut c, &t, 0, batch(&["a"], 1000, None)?, 2).await?;
+    ctx.note("acks=2", format!("{code} base_offset={base}"));
+    let good = batch(&["b", "c"], 1000, None)?;
+    let mut corrupt = BytesMut::from(&good[..]);
+    // The last byte is inside the records, which the batch's CRC-32C covers.
+    let last = corrupt.len() - 1;
+    corrupt[last] ^= 0xff;
+    let (code, base) = produce(&mut c, &t, 0, corrupt.freeze(), 1).await?;
+    ctx.note("a batch whose CRC does not match", format!("{code} base_offset={base}"));
+    ctx.note("fetch from 0", fetch(&mut c, &t, 0, 0, 0).await?.render());
+    Ok(())
+}
+
+pub async fn fetch_long_poll_returns_when_data_arrives(ctx: &Ctx) -> R {
+    let t = ctx.name("t");
+    let mut c = connect(ctx, "poller").await?;
+    let mut p = connect(ctx, "producer").await?;
+    create_ready_topic(&mut c, &t, 1).await?;
+    let poll = fetch(&mut c, &t, 0, 0, 20_000);
+    let later = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        produce(&mut p, &t, 0, batch(&["late"], 1000, None)?, 1).await
+    };
+    let (polled, produced) = tokio::join!(poll, later);
+    let (code, base) = produced?;
+    ctx.note("produce while a fetch waits", format!("{code} base_offset={base}"));
+    ctx.note("the waiting fetch", polled?.render());
+    Ok(())
+}
