@@ -433,3 +433,49 @@ pub async fn join_group_v3_needs_no_member_id_round(ctx: &Ctx) -> R {
     });
     Ok(())
 }
+
+pub async fn describe_group_members_in_detail(ctx: &Ctx) -> R {
+    let g = ctx.name("g");
+    let t = commit_topic(ctx).await?;
+    let mut c = connect(ctx, "client-7").await?;
+    coordinator_ready(&mut c, &g).await?;
+    let (member, generation) = join_alone(ctx, &mut c, &g, Some("instance-7"), "a").await?;
+    let r = send(&mut c, DescribeGroupsRequest::default().with_groups(vec![GroupId(s(&g))]), DESCRIBE_V).await?;
+    for m in &r.groups[0].members {
+        ctx.note(
+            "member",
+            format!(
+                "{} instance={:?} client_id={} client_host={} metadata is the subscription: {} assignment={}",
+                ctx.alias("member", m.member_id.as_str()),
+                m.group_instance_id.as_ref().map(|i| i.to_string()),
+                m.client_id.as_str(),
+                m.client_host.as_str(),
+                m.member_metadata == subscription(),
+                render_assignment(&m.member_assignment)
+            ),
+        );
+    }
+    commit(&mut c, commit_request(&g, generation, &member, Some("instance-7"), &t, 0, 9, Some("m"))).await?;
+    let all =
+        send(&mut c, OffsetFetchRequest::default().with_group_id(GroupId(s(&g))).with_topics(None), OFFSET_FETCH_V)
+            .await?;
+    let committed: Vec<String> = all
+        .topics
+        .iter()
+        .flat_map(|x| {
+            let ours = x.name.0.as_str() == t;
+            x.partitions.iter().map(move |p| (ours, p))
+        })
+        .map(|(ours, p)| {
+            format!(
+                "{}-{} offset={} metadata={:?}",
+                if ours { "t" } else { "other" },
+                p.partition_index,
+                p.committed_offset,
+                p.metadata.as_ref().map(|m| m.to_string())
+            )
+        })
+        .collect();
+    ctx.note("offset fetch of every partition", format!("{} [{}]", code(all.error_code), committed.join(", ")));
+    Ok(())
+}

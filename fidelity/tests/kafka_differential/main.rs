@@ -62,6 +62,20 @@ fn scenarios() -> Vec<Scenario> {
         scenario!(wire::unsupported_version_of_another_request_closes_the_connection),
         scenario!(wire::produce_with_invalid_acks_or_a_corrupt_batch),
         scenario!(wire::fetch_long_poll_returns_when_data_arrives),
+        scenario!(
+            wire::delete_records_moves_the_log_start,
+            Some(Known {
+                id: "delete-records-is-not-served",
+                steps: &["delete records below offset 2", "earliest offset"]
+            })
+        ),
+        scenario!(
+            wire::create_topics_with_configs,
+            Some(Known {
+                id: "topic-configs-are-not-validated",
+                steps: &["validate only, an unknown config name", "validate only, an invalid value"]
+            })
+        ),
         scenario!(wire::api_versions_must_name_the_client_software),
         scenario!(wire::init_producer_id_without_and_with_an_empty_transactional_id),
         scenario!(wire::unknown_api_key_closes_the_connection),
@@ -82,6 +96,7 @@ fn scenarios() -> Vec<Scenario> {
         scenario!(groups::leader_leaving_makes_the_follower_rejoin),
         scenario!(groups::a_member_that_does_not_rejoin_is_removed_after_the_rebalance_timeout),
         scenario!(groups::join_group_v3_needs_no_member_id_round),
+        scenario!(groups::describe_group_members_in_detail),
         scenario!(groups::commit_metadata_round_trips),
         scenario!(groups::commit_of_an_unknown_topic_is_refused_before_group_checks),
         scenario!(groups::offset_fetch_of_an_unknown_group),

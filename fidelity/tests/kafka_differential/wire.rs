@@ -437,3 +437,44 @@ pub async fn fetch_long_poll_returns_when_data_arrives(ctx: &Ctx) -> R {
     ctx.note("the waiting fetch", polled?.render());
     Ok(())
 }
+
+pub async fn delete_records_moves_the_log_start(ctx: &Ctx) -> R {
+    let t = ctx.name("t");
+    let mut c = connect(ctx, "admin").await?;
+    create_ready_topic(&mut c, &t, 1).await?;
+    produce(&mut c, &t, 0, batch(&["a", "b", "c"], 1000, None)?, 1).await?;
+    let q = DeleteRecordsRequest::default().with_timeout_ms(10_000).with_topics(vec![
+        delete_records_request::DeleteRecordsTopic::default().with_name(TopicName(s(&t))).with_partitions(vec![
+            delete_records_request::DeleteRecordsPartition::default().with_partition_index(0).with_offset(2),
+        ]),
+    ]);
+    let answer = match c.send(q, 2).await {
+        Ok(r) => {
+            let p = &r.topics[0].partitions[0];
+            format!("{} low_watermark={}", code(p.error_code), p.low_watermark)
+        }
+        Err(kafkasim::Error::Closed) => "connection closed".into(),
+        Err(e) => format!("failed: {e}"),
+    };
+    ctx.note("delete records below offset 2", answer);
+    let mut c = connect(ctx, "reader").await?;
+    ctx.note("earliest offset", format!("{:?}", list_offsets(&mut c, &t, 0, -2).await?));
+    Ok(())
+}
+
+pub async fn create_topics_with_configs(ctx: &Ctx) -> R {
+    let mut c = connect(ctx, "admin").await?;
+    for (label, name, value) in [
+        ("a valid config", "retention.ms", "60000"),
+        ("an unknown config name", "no.such.config", "1"),
+        ("an invalid value", "cleanup.policy", "bogus"),
+    ] {
+        let topic = ctx.name(&format!("cfg-{}", name.replace('.', "-")));
+        let mut q = create_topics_request(&topic, 1, 1, true);
+        q.topics[0].configs =
+            vec![create_topics_request::CreatableTopicConfig::default().with_name(s(name)).with_value(Some(s(value)))];
+        let r = send(&mut c, q, CREATE_TOPICS_V).await?;
+        ctx.note(format!("validate only, {label}"), code(r.topics[0].error_code));
+    }
+    Ok(())
+}
