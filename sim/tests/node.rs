@@ -650,23 +650,31 @@ fn sigkill_after_uses_its_own_duration_as_the_grace() {
 /// was scheduled.
 #[test]
 fn heal_and_stop_end_the_fault_schedule() {
-    Simulation::new("node_quiesce").seeds(0..4).run(|ctx: Ctx| async move {
-        let system = System::new(&ctx);
-        system.add(Service::new("hello", hello));
-        system.start().await?;
-        let now = ctx.elapsed();
-        system.at(now + Duration::from_millis(100), Lifecycle::Restart("hello-0".into(), true));
-        system.at(now + Duration::from_secs(5), Lifecycle::Crash("hello-0".into(), None));
-        tokio::time::sleep(Duration::from_millis(110)).await;
-        // The restart is under way: heal waits for it, and cancels the crash.
-        system.heal().await?;
-        tokio::time::sleep(Duration::from_secs(10)).await;
-        check(!system.exits().iter().any(|e| matches!(e.cause, ExitCause::Crash(_))), "the crash after heal happened")?;
-        check(system.running() == ["hello-0"], "running after heal")?;
-        system.at(ctx.elapsed() + Duration::from_millis(10), Lifecycle::Restart("hello-0".into(), true));
-        system.stop().await?;
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        check(system.running().is_empty(), format!("a scheduled restart started a stopped system: {:?}", system.running()))
-    })
-    .assert_passed();
+    Simulation::new("node_quiesce")
+        .seeds(0..4)
+        .run(|ctx: Ctx| async move {
+            let system = System::new(&ctx);
+            system.add(Service::new("hello", hello));
+            system.start().await?;
+            let now = ctx.elapsed();
+            system.at(now + Duration::from_millis(100), Lifecycle::Restart("hello-0".into(), true));
+            system.at(now + Duration::from_secs(5), Lifecycle::Crash("hello-0".into(), None));
+            tokio::time::sleep(Duration::from_millis(110)).await;
+            // The restart is under way: heal waits for it, and cancels the crash.
+            system.heal().await?;
+            tokio::time::sleep(Duration::from_secs(10)).await;
+            check(
+                !system.exits().iter().any(|e| matches!(e.cause, ExitCause::Crash(_))),
+                "the crash after heal happened",
+            )?;
+            check(system.running() == ["hello-0"], "running after heal")?;
+            system.at(ctx.elapsed() + Duration::from_millis(10), Lifecycle::Restart("hello-0".into(), true));
+            system.stop().await?;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            check(
+                system.running().is_empty(),
+                format!("a scheduled restart started a stopped system: {:?}", system.running()),
+            )
+        })
+        .assert_passed();
 }
