@@ -457,8 +457,9 @@ impl Check for OneResponse {
     }
 }
 
-/// The parts a liveness bound is made of, each named after the setting it comes from.
-#[derive(Clone, Debug, Default)]
+/// The parts a liveness bound is made of, each named after the setting it comes from. Displays as
+/// `3.2s = client timeout 1s + retry backoff cap 2.2s`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LivenessBound {
     parts: Vec<(String, Duration)>,
 }
@@ -480,8 +481,22 @@ impl LivenessBound {
         self.parts.iter().map(|(_, d)| *d).sum()
     }
 
+    /// The parts, in order: (what, how long).
+    pub fn parts(&self) -> &[(String, Duration)] {
+        &self.parts
+    }
+
     fn describe(&self) -> String {
+        if self.parts.is_empty() {
+            return "nothing".to_string();
+        }
         self.parts.iter().map(|(w, d)| format!("{w} {d:?}")).collect::<Vec<_>>().join(" + ")
+    }
+}
+
+impl std::fmt::Display for LivenessBound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?} = {}", self.total(), self.describe())
     }
 }
 

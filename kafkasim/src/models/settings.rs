@@ -15,14 +15,13 @@
 //! | processing | the application's | one record's processing |
 //!
 //! The bound is their sum ([`ProgressBound`]), each part named after its setting, like
-//! [`sim::check::LivenessBound`] (which [`ProgressBound::liveness`] gives, to wait for progress
+//! [`sim::check::LivenessBound`] (the same type, to wait for progress
 //! actively with [`sim::check::liveness`]). Real-time tests on loopback add a named slack part
 //! for thread scheduling ([`ProgressBound::plus`]).
 //!
 //! Defaults are librdkafka 2.12's (`CONFIGURATION.md`) and Apache Kafka's broker default for the
 //! initial rebalance delay (3 s).
 
-use std::fmt;
 use std::time::Duration;
 
 /// A setting that does not read as milliseconds.
@@ -127,47 +126,9 @@ impl ConsumerSettings {
     }
 }
 
-/// A bound made of named parts (see the module docs).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ProgressBound {
-    parts: Vec<(String, Duration)>,
-}
-
-impl ProgressBound {
-    /// An empty bound.
-    pub fn new() -> ProgressBound {
-        ProgressBound::default()
-    }
-
-    /// Adds a named part.
-    pub fn plus(mut self, what: &str, d: Duration) -> ProgressBound {
-        self.parts.push((what.to_string(), d));
-        self
-    }
-
-    /// The parts, in order.
-    pub fn parts(&self) -> &[(String, Duration)] {
-        &self.parts
-    }
-
-    /// The bound: the sum of the parts.
-    pub fn total(&self) -> Duration {
-        self.parts.iter().map(|(_, d)| *d).sum()
-    }
-
-    /// The same bound for [`sim::check::liveness`].
-    pub fn liveness(&self) -> sim::check::LivenessBound {
-        self.parts.iter().fold(sim::check::LivenessBound::new(), |b, (what, d)| b.plus(what, *d))
-    }
-}
-
-impl fmt::Display for ProgressBound {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?} = ", self.total())?;
-        let parts: Vec<String> = self.parts.iter().map(|(w, d)| format!("{w} {d:?}")).collect();
-        write!(f, "{}", if parts.is_empty() { "nothing".to_string() } else { parts.join(" + ") })
-    }
-}
+/// A bound made of named parts (see the module docs): the harness's liveness bound, so that it can
+/// be given to [`sim::check::liveness`] as it is.
+pub type ProgressBound = sim::check::LivenessBound;
 
 #[cfg(test)]
 mod tests {
@@ -183,7 +144,7 @@ mod tests {
         let bound = s.progress_bound();
         assert_eq!(bound.total(), Duration::from_millis(10_000 + 1_000 + 2_000 + 200 + 300_000 + 100));
         assert!(bound.to_string().contains("session.timeout.ms 2s"), "{bound}");
-        assert_eq!(bound.liveness().total(), bound.total());
+        assert_eq!(bound.parts().len(), 8);
         let bad = ConsumerSettings::from_properties(|k| (k == "session.timeout.ms").then(|| "6s".to_string()));
         assert_eq!(bad, Err(SettingsError { key: "session.timeout.ms".into(), value: "6s".into() }));
     }
