@@ -130,12 +130,35 @@ impl Provider for External {
         match std::env::var(self.var) {
             Ok(address) if !address.trim().is_empty() => {
                 let address = address.trim().to_string();
+                reachable(&address).map_err(|reason| Error::Start {
+                    provider: "env",
+                    reason: format!("${}={address}: {reason}", self.var),
+                    logs: None,
+                })?;
                 let describe = format!("{}, external, {} from ${}", self.what, address, self.var);
                 Ok(Attempt::Ready(Box::new(ExternalServer { address, describe })))
             }
             _ => Ok(Attempt::Unavailable(format!("{} is not set (set it to a running server's address)", self.var))),
         }
     }
+}
+
+/// How long connecting to an external server's first address may take.
+pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Whether a TCP connection to the first `host:port` of a comma-separated list succeeds.
+fn reachable(address: &str) -> Result<(), String> {
+    use std::net::ToSocketAddrs;
+    let first = address.split(',').next().unwrap_or_default().trim();
+    let addrs: Vec<_> = first.to_socket_addrs().map_err(|e| format!("cannot resolve {first}: {e}"))?.collect();
+    let mut last = format!("{first} resolves to no address");
+    for a in addrs {
+        match std::net::TcpStream::connect_timeout(&a, CONNECT_TIMEOUT) {
+            Ok(_) => return Ok(()),
+            Err(e) => last = format!("nothing answers at {a}: {e}"),
+        }
+    }
+    Err(last)
 }
 
 impl Counterpart for ExternalServer {
@@ -199,6 +222,17 @@ mod tests {
             panic!("nobody had one")
         };
         assert_eq!(skip.to_string(), "skipped: no counterpart (a: a is not here; b: b is not here)");
+    }
+
+    #[test]
+    fn an_external_address_nobody_listens_on_is_a_failure_not_a_skip() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        drop(listener);
+        assert!(reachable(&format!("127.0.0.1:{port}")).is_err());
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        assert_eq!(reachable(&format!("{addr},127.0.0.1:1")), Ok(()), "the first address answers");
     }
 
     #[test]
