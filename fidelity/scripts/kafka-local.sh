@@ -218,7 +218,12 @@ logger.apache.name = org.apache.kafka
 logger.apache.level = INFO
 LOG4J
   # A random KRaft cluster id: 16 bytes, URL-safe base64 without padding (Kafka's Uuid format).
-  cluster_id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')"
+  # Like Kafka's Uuid.randomUuid, never one starting with '-': the storage tool would read it as
+  # an option ("argument --cluster-id/-t: expected one argument"), one start in 64.
+  cluster_id="-"
+  while [ "${cluster_id#-}" != "$cluster_id" ]; do
+    cluster_id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')"
+  done
   local jvm=("$java_bin" -cp "$libs/*" "-Dlog4j2.configurationFile=$dir/log4j2.properties" -Djava.awt.headless=true)
   log "formatting KRaft storage in $dir/data (cluster $cluster_id)"
   "${jvm[@]}" kafka.tools.StorageTool format -t "$cluster_id" -c "$dir/server.properties" \
