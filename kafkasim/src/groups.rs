@@ -266,6 +266,20 @@ fn join_locked(
         synced: false,
         deadline: now + session,
     };
+    // A member new to the group (joining below v4, or with the id MEMBER_ID_REQUIRED handed out):
+    // it waits for the rebalance its arrival starts.
+    let admit = |group: &mut Group, id: String, tx, rx| {
+        if group.members.len() >= MEMBERS_MAX {
+            return err(E::GroupMaxSizeReached);
+        }
+        let mut m = new_member(id.clone());
+        m.join_waiter = Some((version, tx));
+        group.members.insert(id.clone(), m);
+        set_protocol_type(group, &req.protocol_type);
+        spawn_session_timer(cluster, &group_id, &id);
+        trigger(cluster, &group_id, group, "member joined");
+        Reply::Wait(rx)
+    };
     if member_id.is_empty() {
         let prefix = instance.clone().unwrap_or_else(|| client_id.to_string());
         let new_id = format!("{prefix}-{counter:012}");
@@ -320,16 +334,7 @@ fn join_locked(
             spawn_pending_timer(cluster, &group_id, &new_id, session);
             return Reply::Now(join_error(version, E::MemberIdRequired.code(), &new_id));
         }
-        if group.members.len() >= MEMBERS_MAX {
-            return err(E::GroupMaxSizeReached);
-        }
-        let mut m = new_member(new_id.clone());
-        m.join_waiter = Some((version, tx));
-        group.members.insert(new_id.clone(), m);
-        set_protocol_type(group, &req.protocol_type);
-        spawn_session_timer(cluster, &group_id, &new_id);
-        trigger(cluster, &group_id, group, "member joined");
-        return Reply::Wait(rx);
+        return admit(group, new_id, tx, rx);
     }
     if let Some(instance) = &instance {
         match group.instances.get(instance) {
@@ -339,16 +344,7 @@ fn join_locked(
         }
     }
     if group.pending.remove(&member_id) {
-        if group.members.len() >= MEMBERS_MAX {
-            return err(E::GroupMaxSizeReached);
-        }
-        let mut m = new_member(member_id.clone());
-        m.join_waiter = Some((version, tx));
-        group.members.insert(member_id.clone(), m);
-        set_protocol_type(group, &req.protocol_type);
-        spawn_session_timer(cluster, &group_id, &member_id);
-        trigger(cluster, &group_id, group, "member joined");
-        return Reply::Wait(rx);
+        return admit(group, member_id.clone(), tx, rx);
     }
     let Some(member) = group.members.get_mut(&member_id) else {
         return err(E::UnknownMemberId);
