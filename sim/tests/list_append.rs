@@ -553,3 +553,71 @@ fn a_wall_clock_recorder_records_what_a_simulation_one_does() {
     let report = recorder.check().expect("correct");
     assert_eq!((report.appends.ok, report.unknown_absent, report.deliveries), (1, 1, 1));
 }
+
+// ---- below the log start ----------------------------------------------------------------------
+
+#[test]
+fn below_the_log_start_a_value_the_final_log_holds_at_another_offset_disagrees() {
+    let mut h = History::new();
+    h.append("p1", "k", "a", ms(0), ms(1), ok(5));
+    h.append("p1", "k", "b", ms(2), ms(3), ok(6));
+    let read = h.read("r", "k", ms(4), ms(5), saw(&[(2, "b")]));
+    h.subscribe("s", "k", Some(0), ms(0));
+    h.deliver("s", "k", 3, "a", ms(6));
+    h.final_log("k", 5, [(5, "a"), (6, "b")]);
+    let violations = list_append::check(&h).expect_err("b read at 2 and a delivered at 3 sit at 6 and 5");
+    let rules: Vec<Rule> = violations.iter().map(|v| v.rule).collect();
+    assert_eq!(rules, vec![Rule::ReadDisagrees, Rule::SubscriberDisagrees], "{violations:#?}");
+    let (r, s) = (&violations[0], &violations[1]);
+    assert_eq!((r.value.as_deref(), r.offsets.as_slice(), r.ops.as_slice()), (Some("b"), &[2][..], &[read][..]));
+    assert!(r.detail.contains("at 2 it saw b, below the log start 5, but the final log holds b at 6"), "{r}");
+    assert_eq!((s.value.as_deref(), s.offsets.as_slice()), (Some("a"), &[3][..]));
+    assert!(s.detail.contains("at 3 it got a, below the log start 5, but the final log holds a at 5"), "{s}");
+}
+
+#[test]
+fn below_the_log_start_observations_are_judged_against_each_other() {
+    let below = |extra: &dyn Fn(&mut History)| {
+        let mut h = History::new();
+        h.append("p1", "k", "a", ms(0), ms(1), ok(0));
+        h.append("p1", "k", "b", ms(2), ms(3), ok(1));
+        h.append("p1", "k", "c", ms(4), ms(5), Outcome::Ok(None));
+        h.append("p1", "k", "d", ms(6), ms(7), ok(9));
+        h.read("r", "k", ms(8), ms(9), saw(&[(0, "a"), (1, "b")]));
+        h.subscribe("s", "k", Some(0), ms(0));
+        h.deliver("s", "k", 1, "b", ms(10));
+        h.deliver("s", "k", 2, "c", ms(10));
+        h.final_log("k", 9, [(9, "d")]);
+        extra(&mut h);
+        h
+    };
+    let report = quiet(&below(&|_| {}));
+    assert_eq!(report.below_log_start, 6, "consistent observations below the log start are counted, not judged");
+
+    // A value at two offsets: acknowledged at 0, read at 3.
+    let h = below(&|h| {
+        h.read("r2", "k", ms(11), ms(12), saw(&[(3, "a")]));
+    });
+    let v = only(&h, Rule::ValueAtTwoOffsets);
+    assert_eq!((v[0].value.as_deref(), v[0].offsets.as_slice()), (Some("a"), &[0, 3][..]));
+    assert!(v[0].detail.contains("below the log start 9"), "{}", v[0]);
+
+    // Two values at one offset: b was acknowledged at 1, a read holds c there.
+    let h = below(&|h| {
+        h.read("r2", "k", ms(11), ms(12), saw(&[(2, "c"), (1, "c")]));
+    });
+    let violations = list_append::check(&h).expect_err("c at 1 and at 2");
+    let rules: BTreeSet<Rule> = violations.iter().map(|v| v.rule).collect();
+    assert_eq!(rules, BTreeSet::from([Rule::ReadDisagrees, Rule::ValueAtTwoOffsets]), "{violations:#?}");
+    let r = violations.iter().find(|v| v.rule == Rule::ReadDisagrees).expect("rule 3");
+    assert!(r.detail.contains("at 1 it saw c, below the log start 9, where op#2 by p1 was acknowledged with b"), "{r}");
+
+    // A delivery that contradicts a read below the log start.
+    let h = below(&|h| {
+        h.subscribe("s2", "k", Some(0), ms(0));
+        h.deliver("s2", "k", 0, "b", ms(11));
+    });
+    let violations = list_append::check(&h).expect_err("b at 0 and at 1");
+    let rules: BTreeSet<Rule> = violations.iter().map(|v| v.rule).collect();
+    assert_eq!(rules, BTreeSet::from([Rule::SubscriberDisagrees, Rule::ValueAtTwoOffsets]), "{violations:#?}");
+}

@@ -27,19 +27,21 @@
 //! | rule | name | violated when | Jepsen/Elle |
 //! |---|---|---|---|
 //! | 1 | `acknowledged-lost` | an acknowledged append is missing from the final read | lost write |
-//! | 2 | `value-at-two-offsets` | the final log holds a value at two offsets, or an append acknowledged at one offset sits at another | duplicate |
-//! | 3 | `read-disagrees` | a read holds, at an offset, another value than the final log (or the final log holds nothing there) | inconsistent offsets |
+//! | 2 | `value-at-two-offsets` | the final log holds a value at two offsets, an append acknowledged at one offset sits at another, or observations the final log cannot judge (below its start) hold a value at two offsets | duplicate |
+//! | 3 | `read-disagrees` | a read holds, at an offset, another value than the final log (or the final log holds nothing there); below the log start, a value the final log holds elsewhere, or another value than an earlier observation there | inconsistent offsets |
 //! | 4 | `real-time-order` | an append acknowledged before another was sent (its end before the other's start) sits at a later offset | real-time order (strict serializability of appends) |
 //! | 5 | `phantom-value` | a read, delivery or the final log holds a value nobody appended, or one appended to another key | garbage read |
 //! | 6 | `failed-appeared` | a definitely failed append appears anywhere | G1a (aborted read) |
 //! | 7 | `subscriber-order` | a subscriber is delivered an offset at or below one it already got (across reconnects too) | nonmonotonic poll |
-//! | 7 | `subscriber-disagrees` | a delivered record is not in the final log at the same offset | inconsistent offsets |
+//! | 7 | `subscriber-disagrees` | a delivered record is not in the final log at the same offset (below the log start: as rule 3) | inconsistent offsets |
 //!
 //! Records of the final log a subscriber never got are not violations: they are reported as
 //! [`Gap`]s with their offsets (Jepsen's poll skip and unseen), marked when a reconnect lies
 //! inside them and when they are the log's tail. Unknown appends may or may not appear; both are
 //! counted in the [`Report`]. Offsets below a final log's start (dropped by retention) cannot be
-//! judged; they are counted, never guessed at.
+//! judged against it: what reads and deliveries hold there is judged against where the final
+//! log holds the value and against the other observations there (acknowledged offsets included),
+//! and counted when it contradicts nothing, never guessed at.
 //!
 //! Preconditions, reported as violations of their own rule: every appended value is unique
 //! across the history ([`Rule::UniqueValues`]: the checker's inference needs it, as Elle's does;
@@ -779,6 +781,65 @@ impl Sightings {
     }
 }
 
+/// Who saw a value below a key's final log start.
+#[derive(Clone, Copy)]
+enum Witness<'h> {
+    /// An append acknowledged at that offset.
+    Ack(&'h Op),
+    /// A read that held it there.
+    Read(&'h Op),
+    /// A subscriber it was delivered to there.
+    Deliver(&'h str),
+}
+
+impl Witness<'_> {
+    fn describe(self, value: &str) -> String {
+        match self {
+            Witness::Ack(op) => format!("{} by {} was acknowledged with {value}", op.id, op.process),
+            Witness::Read(op) => format!("{} by {} saw {value}", op.id, op.process),
+            Witness::Deliver(subscriber) => format!("subscriber {subscriber} got {value}"),
+        }
+    }
+
+    fn op(self) -> Option<OpId> {
+        match self {
+            Witness::Ack(op) | Witness::Read(op) => Some(op.id),
+            Witness::Deliver(_) => None,
+        }
+    }
+}
+
+/// Observations of values the final log does not hold — below its log start (dropped by
+/// retention) or acknowledged at an offset — judged against each other: the final log cannot
+/// judge them, but one value at two offsets, or two values at one offset, are wrong anywhere.
+#[derive(Default)]
+struct Unjudged<'h> {
+    /// Offset → the first value seen there, and by whom.
+    at: Lookup<Offset, (&'h str, Witness<'h>)>,
+    /// Value → the first offset it was seen at, and by whom.
+    of: Lookup<&'h str, (Offset, Witness<'h>)>,
+}
+
+impl<'h> Unjudged<'h> {
+    /// Takes `value` seen at `offset` by `witness`; returns the other offset the value was seen
+    /// at, and the other value seen at this offset, with their witnesses.
+    fn observe(&mut self, offset: Offset, value: &'h str, witness: Witness<'h>) -> Conflicts<'h> {
+        let elsewhere = *self.of.entry(value).or_insert((offset, witness));
+        let other = *self.at.entry(offset).or_insert((value, witness));
+        Conflicts {
+            elsewhere: (elsewhere.0 != offset).then_some(elsewhere),
+            other: (other.0 != value).then_some(other),
+        }
+    }
+}
+
+/// What an unjudged observation contradicts: the value seen at another offset, another value
+/// seen at this offset (each with its witness).
+struct Conflicts<'h> {
+    elsewhere: Option<(Offset, Witness<'h>)>,
+    other: Option<(&'h str, Witness<'h>)>,
+}
+
 struct Analysis<'h> {
     history: &'h History,
     report: Report,
@@ -789,6 +850,8 @@ struct Analysis<'h> {
     phantoms: BTreeMap<(&'h str, &'h str), Sightings>,
     /// value → where a failed append's value was seen.
     failed_seen: BTreeMap<&'h str, Sightings>,
+    /// The current key's observations the final log cannot judge.
+    unjudged: Unjudged<'h>,
 }
 
 fn append_parts(op: &Op) -> Option<(&str, &Outcome<Option<Offset>>)> {
@@ -807,6 +870,7 @@ impl<'h> Analysis<'h> {
             writers: Lookup::default(),
             phantoms: BTreeMap::new(),
             failed_seen: BTreeMap::new(),
+            unjudged: Unjudged::default(),
         }
     }
 
@@ -871,6 +935,7 @@ impl<'h> Analysis<'h> {
                 });
             }
             let ops = by_key.get(key).map(Vec::as_slice).unwrap_or_default();
+            self.unjudged = Unjudged::default();
             self.appends(key, ops, finals.as_ref());
             self.reads(key, ops, finals.as_ref());
             if let Some(f) = &finals {
@@ -994,6 +1059,11 @@ impl<'h> Analysis<'h> {
             self.report.appends.add(outcome);
             let Some(f) = finals else { continue };
             let found = f.offset_of(value);
+            if let (Outcome::Ok(Some(acked)), None) = (outcome, found) {
+                // Unjudged by the final log; reads and deliveries below its start are judged
+                // against it (values are unique, so acknowledgements never conflict).
+                self.unjudged.observe(*acked, value, Witness::Ack(op));
+            }
             match (outcome, found) {
                 (Outcome::Ok(Some(acked)), Some(at)) if *acked != at => self.sink.push(Violation {
                     rule: Rule::ValueAtTwoOffsets,
@@ -1045,7 +1115,10 @@ impl<'h> Analysis<'h> {
                 self.sighting(key, r, || format!("{} (read by {})", op.id, op.process), Some(op.id));
                 let Some(f) = finals else { continue };
                 if r.offset < f.log_start {
-                    self.report.below_log_start += 1;
+                    match self.below_log_start(key, r, Witness::Read(op), f) {
+                        Some(why) => wrong.push((r.offset, r.value.as_str(), why)),
+                        None => self.report.below_log_start += 1,
+                    }
                 } else if f.at.get(&r.offset).copied() != Some(r.value.as_str()) {
                     wrong.push((r.offset, r.value.as_str(), f.describe(r.offset)));
                 }
@@ -1070,6 +1143,39 @@ impl<'h> Analysis<'h> {
                 });
             }
         }
+    }
+
+    /// A record read or delivered below the final log's start, which cannot say what was there:
+    /// judged against where the final log holds its value (rules 3 and 7: the returned words)
+    /// and against the other observations the final log cannot judge (rule 2 for a value at two
+    /// offsets, pushed here; rules 3 and 7 for two values at one offset, returned). `None`: it
+    /// contradicts nothing (counted as below the log start).
+    fn below_log_start(&mut self, key: &str, r: &'h Record, witness: Witness<'h>, f: &FinalView<'h>) -> Option<String> {
+        let value = r.value.as_str();
+        if let Some(at) = f.offset_of(value) {
+            return Some(format!("below the log start {}, but the final log holds {value} at {at}", f.log_start));
+        }
+        let conflicts = self.unjudged.observe(r.offset, value, witness);
+        if let Some((at, first)) = conflicts.elsewhere {
+            let mut seen = [(at, first), (r.offset, witness)];
+            seen.sort_by_key(|(offset, _)| *offset);
+            let shown: Vec<String> = seen.iter().map(|(o, w)| format!("{} at {o}", w.describe(value))).collect();
+            self.sink.push(Violation {
+                rule: Rule::ValueAtTwoOffsets,
+                key: key.to_string(),
+                value: Some(value.to_string()),
+                offsets: seen.iter().map(|(o, _)| *o).collect(),
+                ops: seen.iter().filter_map(|(_, w)| w.op()).collect(),
+                detail: format!(
+                    "seen at two offsets, which the final log does not hold (below the log start {}): {}",
+                    f.log_start,
+                    shown.join(", ")
+                ),
+            });
+        }
+        conflicts
+            .other
+            .map(|(other, first)| format!("below the log start {}, where {}", f.log_start, first.describe(other)))
     }
 
     /// Rule 4: sweep appends by start time, holding the acknowledged append that ended before
@@ -1183,7 +1289,10 @@ impl<'h> Analysis<'h> {
                     }
                     if let Some(f) = finals {
                         if r.offset < f.log_start {
-                            self.report.below_log_start += 1;
+                            match self.below_log_start(key, r, Witness::Deliver(subscriber), f) {
+                                Some(why) => wrong.push((r.offset, r.value.as_str(), why)),
+                                None => self.report.below_log_start += 1,
+                            }
                         } else if f.at.get(&r.offset).copied() != Some(r.value.as_str()) {
                             wrong.push((r.offset, r.value.as_str(), f.describe(r.offset)));
                         }
