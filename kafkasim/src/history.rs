@@ -66,13 +66,17 @@ pub fn key(topic: &str, partition: i32) -> String {
     format!("{topic}-{partition}")
 }
 
-/// A record value as the checker's value: the UTF-8 text when it is text (and does not start
-/// with `0x`), else `0x` and its hex digits; a null value (a tombstone) is `<null>`.
+/// The checker's value of a null record value (a tombstone).
+const NULL_VALUE: &str = "<null>";
+
+/// A record value as the checker's value: the UTF-8 text when it is text (and neither starts
+/// with `0x` nor is `<null>`), else `0x` and its hex digits; a null value (a tombstone) is
+/// `<null>`.
 pub fn value_of(bytes: Option<&[u8]>) -> String {
     match bytes {
-        None => "<null>".to_string(),
+        None => NULL_VALUE.to_string(),
         Some(b) => match std::str::from_utf8(b) {
-            Ok(text) if !text.starts_with("0x") => text.to_string(),
+            Ok(text) if !text.starts_with("0x") && text != NULL_VALUE => text.to_string(),
             _ => {
                 let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
                 format!("0x{hex}")
@@ -92,7 +96,11 @@ pub fn value_of(bytes: Option<&[u8]>) -> String {
 /// - any other code: definitely failed (the broker refused the batch before appending it).
 pub fn produce_outcome(error_code: i16, base_offset: i64, index: usize) -> Outcome<Option<Offset>> {
     match error_code {
-        0 => Outcome::Ok(u64::try_from(base_offset).ok().map(|base| base + index as u64)),
+        0 => Outcome::Ok(
+            u64::try_from(base_offset)
+                .ok()
+                .and_then(|base| u64::try_from(index).ok().and_then(|i| base.checked_add(i))),
+        ),
         46 => Outcome::Ok(None),
         7 | 13 | 20 => Outcome::Unknown(code_name(error_code)),
         _ => Outcome::Failed(code_name(error_code)),
@@ -398,11 +406,19 @@ mod tests {
     }
 
     #[test]
+    fn a_base_offset_a_broker_sends_near_the_end_of_the_range_does_not_overflow() {
+        assert_eq!(produce_outcome(0, i64::MAX, 0), Outcome::Ok(Some(i64::MAX as u64)));
+        assert_eq!(produce_outcome(0, i64::MAX, 1), Outcome::Ok(Some(i64::MAX as u64 + 1)));
+        assert_eq!(produce_outcome(0, i64::MAX, usize::MAX), Outcome::Ok(None), "past u64: no offset");
+    }
+
+    #[test]
     fn values_are_text_hex_or_null_without_collisions() {
         assert_eq!(value_of(Some(b"p1-7")), "p1-7");
         assert_eq!(value_of(Some(&[0xff, 0x00])), "0xff00");
         assert_eq!(value_of(Some(b"0xff00")), "0x307866663030");
         assert_eq!(value_of(None), "<null>");
+        assert_eq!(value_of(Some(b"<null>")), "0x3c6e756c6c3e", "the text <null> is not a tombstone");
         assert_eq!(key("orders", 3), "orders-3");
     }
 }
