@@ -8,11 +8,13 @@
 #                                      and exit 1 (no Java 17+), 2 (jars not cached; mvn can fetch
 #                                      them) or 3 (jars not cached, no mvn)
 #   kafka-local.sh start [--dir DIR] [--watch-pid PID]
-#                                      fetch if needed, format fresh KRaft storage in DIR, start the
+#                                      fetch if needed, format fresh KRaft storage in DIR (absent,
+#                                      empty or an earlier start's: it is deleted), start the
 #                                      broker, wait until it answers a Metadata request, print its
 #                                      bootstrap address (127.0.0.1:PORT) on stdout; with
 #                                      --watch-pid, the broker is stopped when process PID exits
-#   kafka-local.sh stop [--dir DIR]    stop the broker started in DIR (TERM, then KILL after 30 s)
+#   kafka-local.sh stop [--dir DIR]    stop the broker started in DIR (TERM, then KILL after 30 s); a
+#                                      pid file whose process is not that broker is stale: ignored
 #   kafka-local.sh status [--dir DIR]  print the bootstrap address and exit 0 if it runs, else exit 3
 #   kafka-local.sh logs [--dir DIR]    print the broker's log
 #
@@ -142,10 +144,17 @@ answers_metadata() {
 
 running_pid() {
   [ -f "$dir/kafka.pid" ] || return 1
-  local pid
+  local pid abs args
   pid="$(cat "$dir/kafka.pid")"
   kill -0 "$pid" 2>/dev/null || return 1
-  echo "$pid"
+  # A pid file outlives its broker (a kill -9, a reboot) and its pid may since name another
+  # process: only the broker started with this directory's server.properties counts.
+  abs="$(cd "$dir" 2>/dev/null && pwd)" || return 1
+  args="$(ps -ww -o args= -p "$pid" 2>/dev/null)" || return 1
+  case "$args" in
+    *kafka.Kafka*"$abs/server.properties"*) echo "$pid" ;;
+    *) return 1 ;;
+  esac
 }
 
 available() {
@@ -172,15 +181,19 @@ start() {
   if pid="$(running_pid)"; then
     die "a broker already runs from $dir (pid $pid, $(cat "$dir/bootstrap" 2>/dev/null)): stop it first"
   fi
+  # The directory is deleted and made afresh: never one that an earlier start did not make.
+  if [ -d "$dir" ] && [ -n "$(ls -A "$dir")" ] && [ ! -f "$dir/server.properties" ]; then
+    die "$dir is not empty and no earlier start made it (no server.properties): not deleting it; pick another --dir"
+  fi
   command -v "$java_bin" >/dev/null 2>&1 || die "java is not on PATH: install Java 17 or newer (apt-get install openjdk-17-jre-headless)"
   fetch
-  rm -rf "$dir"
-  mkdir -p "$dir/data"
-  dir="$(cd "$dir" && pwd)"
   local port controller_port cluster_id
   port="$(free_port)"
   controller_port="$(free_port)"
   while [ "$controller_port" = "$port" ]; do controller_port="$(free_port)"; done
+  rm -rf "$dir"
+  mkdir -p "$dir/data"
+  dir="$(cd "$dir" && pwd)"
   cat >"$dir/server.properties" <<PROPS
 process.roles=broker,controller
 node.id=1
