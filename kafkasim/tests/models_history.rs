@@ -421,6 +421,24 @@ fn q6_is_quiet_across_holds_on_retries_and_across_partitions() {
     assert!(!judge_alone(&h, &alo()).fired(Q6), "{}", judge_alone(&h, &alo()));
 }
 
+#[test]
+fn q6_is_quiet_when_a_member_that_assigns_partitions_itself_restarts_and_redoes_records() {
+    // No assignment recorded (the consumer assigns its partitions itself): its crash still ends
+    // what it held, and the restarted member resumes from the committed offset.
+    let mut h = H::new();
+    h.process("c1", 0, 0).commit("c1", 0, 1).process("c1", 0, 1).process("c1", 0, 2);
+    h.ev("c1", What::Crash).process("c1", 0, 1).process("c1", 0, 2).process("c1", 0, 3).commit("c1", 0, 4);
+    assert!(!judge_alone(&h, &alo()).fired(Q6), "{}", judge_alone(&h, &alo()));
+    // Leaving ends it too.
+    let mut h = H::new();
+    h.process("c1", 0, 0).process("c1", 0, 1).ev("c1", What::Leave).process("c1", 0, 0).process("c1", 0, 1);
+    assert!(!judge_alone(&h, &alo()).fired(Q6), "{}", judge_alone(&h, &alo()));
+    // Without a crash or a leave, going back is out of order.
+    let mut h = H::new();
+    h.process("c1", 0, 0).process("c1", 0, 1).process("c1", 0, 2).process("c1", 0, 1);
+    assert_eq!(only(&judge_alone(&h, &alo()), Q6, Some(0), Some("c1")).offsets, vec![2, 1]);
+}
+
 // ---- Q7 -----------------------------------------------------------------------------------
 
 #[test]

@@ -23,7 +23,7 @@
 //! | Q3 [`NoDuplicates`] | `q3-no-duplicates` | at-most-once: no record is processed twice in the group | each process |
 //! | Q4 [`CommitFirst`] | `q4-commit-first` | at-most-once: a commit past a record was acknowledged before its processing began | each begin/process |
 //! | Q5 [`LossExplained`] | `q5-loss-explained` | every record below the final committed offset that nobody processed is explained by a stated [`Cause`] and its evidence | the end |
-//! | Q6 [`OrderWithinHold`] | `q6-order-within-hold` | within one member's hold of a partition (assignment to revocation), records are processed in increasing offset order | each process |
+//! | Q6 [`OrderWithinHold`] | `q6-order-within-hold` | within one member's hold of a partition (assignment to revocation; for a member that assigns partitions itself, its start to its leaving or crash), records are processed in increasing offset order | each process |
 //! | Q7 [`ErrorEndsConsumer`] | `q7-error-ends-consumer` | at-least-once: after a processing error, the member neither commits past the failed record nor processes later records of its partition, until it processes it or its hold ends | each event |
 //! | Q8 [`ShutdownDrains`] | `q8-shutdown-drains` | a member told to stop finishes what it began, commits what it processed, leaves with LeaveGroup (the coordinator saw it), and does nothing after | leave; the end |
 //! | Q9 [`ProgressAfterHeal`] | `q9-progress-after-heal` | after a heal, when records were waiting, the group processes one within the [`ProgressBound`] computed from the consumers' [`ConsumerSettings`] | each event; the end |

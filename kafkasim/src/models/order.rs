@@ -1,6 +1,9 @@
 //! Q6, order within a hold: while one member holds a partition — from its assignment to its
 //! revocation — it processes the partition's records in increasing offset order.
 //!
+//! A member that assigns its partitions itself (it records no assignment) holds them from its
+//! start to its leaving or crash.
+//!
 //! Kafka orders records per partition, and a consumer that owns a partition is expected to
 //! apply them in that order (the `KafkaConsumer` javadoc: ordering is per partition). A worker
 //! pool that processes one partition's records concurrently finishes them out of order;
@@ -41,6 +44,12 @@ impl Model for OrderWithinHold {
     fn on_event(&mut self, e: &Event) -> Vec<Violation> {
         for (tp, hold) in self.holds.apply(e) {
             self.last.remove(&(e.member.clone(), tp, Some(hold)));
+        }
+        if matches!(e.what, What::Leave | What::Crash) {
+            // Every hold of the member ends, those of partitions it assigned itself (no recorded
+            // assignment, so no hold number) too: the next incarnation resumes from the committed
+            // offset.
+            self.last.retain(|(member, _, _), _| *member != e.member);
         }
         let What::Process { tp, offset, .. } = &e.what else { return Vec::new() };
         let key = (e.member.clone(), tp.clone(), self.holds.hold(&e.member, tp));
