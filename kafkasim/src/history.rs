@@ -93,6 +93,9 @@ pub fn value_of(bytes: Option<&[u8]>) -> String {
 /// - `REQUEST_TIMED_OUT` (7) and `NOT_ENOUGH_REPLICAS_AFTER_APPEND` (20): unknown — the leader
 ///   appended the batch but replication did not complete, so it may survive or not;
 /// - `NETWORK_EXCEPTION` (13): unknown;
+/// - `NOT_LEADER_OR_FOLLOWER` (6): unknown — with `acks=all` Kafka answers it from the produce
+///   purgatory when leadership moves after the leader appended (`DelayedProduce`), so the batch may
+///   survive; kafkasim answers it only before appending, but the history cannot tell which;
 /// - any other code: definitely failed (the broker refused the batch before appending it).
 pub fn produce_outcome(error_code: i16, base_offset: i64, index: usize) -> Outcome<Option<Offset>> {
     match error_code {
@@ -102,7 +105,7 @@ pub fn produce_outcome(error_code: i16, base_offset: i64, index: usize) -> Outco
                 .and_then(|base| u64::try_from(index).ok().and_then(|i| base.checked_add(i))),
         ),
         46 => Outcome::Ok(None),
-        7 | 13 | 20 => Outcome::Unknown(code_name(error_code)),
+        6 | 7 | 13 | 20 => Outcome::Unknown(code_name(error_code)),
         _ => Outcome::Failed(code_name(error_code)),
     }
 }
@@ -402,7 +405,8 @@ mod tests {
         assert!(produce_outcome(7, -1, 0).is_unknown());
         assert!(produce_outcome(20, -1, 0).is_unknown());
         assert_eq!(produce_outcome(19, -1, 0), Outcome::Failed("NotEnoughReplicas (19)".into()));
-        assert!(produce_outcome(6, -1, 0).is_failed());
+        assert!(produce_outcome(6, -1, 0).is_unknown(), "acks=all: answered after the append when leadership moved");
+        assert!(produce_outcome(10, -1, 0).is_failed(), "MESSAGE_TOO_LARGE: refused before appending");
     }
 
     #[test]
