@@ -157,10 +157,19 @@ running_pid() {
   esac
 }
 
+# Why no java runs: $JAVA names a missing binary, or java is not on PATH.
+no_java() {
+  if [ -n "${JAVA:-}" ]; then
+    echo "JAVA=$JAVA is not an executable: point it at a Java 17 or newer binary, or unset it to use java on PATH"
+  else
+    echo "java is not on PATH: install Java 17 or newer (apt-get install openjdk-17-jre-headless)"
+  fi
+}
+
 available() {
   local major
   if ! command -v "$java_bin" >/dev/null 2>&1; then
-    echo "java is not on PATH: install Java 17 or newer (apt-get install openjdk-17-jre-headless)"
+    echo "$(no_java)"
     exit 1
   fi
   major="$("$java_bin" -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n1)"
@@ -185,7 +194,7 @@ start() {
   if [ -d "$dir" ] && [ -n "$(ls -A "$dir")" ] && [ ! -f "$dir/server.properties" ]; then
     die "$dir is not empty and no earlier start made it (no server.properties): not deleting it; pick another --dir"
   fi
-  command -v "$java_bin" >/dev/null 2>&1 || die "java is not on PATH: install Java 17 or newer (apt-get install openjdk-17-jre-headless)"
+  command -v "$java_bin" >/dev/null 2>&1 || die "$(no_java)"
   fetch
   local port controller_port cluster_id
   port="$(free_port)"
