@@ -205,12 +205,34 @@ fn thread_cpu(thread: libc::pthread_t) -> Option<Duration> {
     Some(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
 }
 
+/// Whether the kernel counts thread `tid` of this process as runnable (state `R` in
+/// `/proc/self/task/<tid>/stat`, proc(5)): running, or waiting only for a CPU.
+fn runnable(tid: libc::pid_t) -> Option<bool> {
+    let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
+    // `pid (comm) state …`: comm may hold spaces and parentheses; the state follows the last ')'.
+    let state = stat.rsplit_once(')')?.1.split_whitespace().next()?;
+    Some(state == "R")
+}
+
 /// Says why a run missed its watchdog: still advancing fake time (slow), busy without yielding,
 /// or blocked in the kernel or on a lock.
-fn diagnose(progress: &Progress, thread: libc::pthread_t, watchdog: Duration) -> String {
+///
+/// Busy is told from blocked by the thread's CPU time over a 200 ms window, and — because on a
+/// loaded machine a spinning thread may get little CPU — by the kernel's view of it: a thread
+/// that is runnable at most of ten samples is busy, one that sleeps is blocked.
+fn diagnose(progress: &Progress, thread: libc::pthread_t, tid: Option<libc::pid_t>, watchdog: Duration) -> String {
+    const SAMPLES: u32 = 10;
     let (polls_before, fake_before, cpu_before) = (progress.polls(), progress.fake_elapsed(), thread_cpu(thread));
-    std::thread::sleep(Duration::from_millis(200));
+    let mut runnable_samples = 0;
+    for _ in 0..SAMPLES {
+        std::thread::sleep(Duration::from_millis(200) / SAMPLES);
+        if tid.and_then(runnable) == Some(true) {
+            runnable_samples += 1;
+        }
+    }
     let (polls_after, fake_after, cpu_after) = (progress.polls(), progress.fake_elapsed(), thread_cpu(thread));
+    let spun =
+        matches!((cpu_before, cpu_after), (Some(a), Some(b)) if b.saturating_sub(a) >= Duration::from_millis(100));
     let fake = crate::trace::format_elapsed(progress.fake_elapsed());
     let fake = fake.trim();
     let budget = swarm::format_duration(watchdog);
@@ -225,9 +247,7 @@ fn diagnose(progress: &Progress, thread: libc::pthread_t, watchdog: Duration) ->
              (fake time {fake}, {polls_after} task polls): it is slow, not stuck — raise SIM_WATCHDOG, or lower \
              Simulation::time_limit (a periodic timer runs until the limit)"
         )
-    } else if let (Some(a), Some(b)) = (cpu_before, cpu_after)
-        && b.saturating_sub(a) >= Duration::from_millis(100)
-    {
+    } else if spun || runnable_samples > SAMPLES / 2 {
         format!(
             "the run did not finish within the {budget} wall-clock watchdog: its thread is busy without yielding \
              at fake time {fake} (a loop with no .await stops the whole simulation)"
@@ -249,10 +269,15 @@ pub(crate) fn run_once(spec: RunSpec, body: Arc<Body>, watchdog: Duration) -> Ru
     let started = Instant::now();
     let progress = Progress::default();
     let thread_progress = progress.clone();
+    // The run thread's kernel id, for the watchdog's diagnosis (0: not started yet).
+    let tid = Arc::new(std::sync::atomic::AtomicI32::new(0));
+    let thread_tid = Arc::clone(&tid);
     let spawned = std::thread::Builder::new()
         .name(format!("sim-{}-seed-{seed}", spec.name))
         .stack_size(16 << 20)
         .spawn(move || {
+            // SAFETY: gettid has no preconditions.
+            thread_tid.store(unsafe { libc::gettid() }, Ordering::SeqCst);
             let result = run_on_this_thread(spec, body, thread_progress);
             if tx.send(result).is_err() {
                 // The watchdog gave up on this run earlier.
@@ -292,7 +317,8 @@ pub(crate) fn run_once(spec: RunSpec, body: Arc<Body>, watchdog: Duration) -> Ru
         }
         Err(_) => {
             use std::os::unix::thread::JoinHandleExt;
-            let message = diagnose(&progress, handle.as_pthread_t(), watchdog);
+            let tid = Some(tid.load(Ordering::SeqCst)).filter(|&t| t > 0);
+            let message = diagnose(&progress, handle.as_pthread_t(), tid, watchdog);
             // The thread cannot be stopped; it keeps running (and counts) until it finishes.
             ABANDONED.fetch_add(1, Ordering::SeqCst);
             match rx.try_recv() {
