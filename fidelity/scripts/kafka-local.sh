@@ -86,7 +86,7 @@ fetch() {
 POM
   rm -rf "$libs.partial"
   mkdir -p "$libs.partial"
-  mvn -q -B -f "$work/pom.xml" dependency:copy-dependencies \
+  mvn -q -B -Dstyle.color=never -f "$work/pom.xml" dependency:copy-dependencies \
     -DincludeScope=runtime -DoutputDirectory="$libs.partial" >&2 || die "mvn could not resolve Kafka $version"
   # The broker logs through SLF4J; Kafka 4 ships log4j2, so bind SLF4J to it (the 1.x or the 2.x
   # binding, whichever matches the slf4j-api that Kafka brought).
@@ -99,7 +99,7 @@ POM
     *) binding=log4j-slf4j2-impl ;;
   esac
   log "binding slf4j-api $slf4j to log4j $log4j ($binding)"
-  mvn -q -B -f "$work/pom.xml" dependency:copy \
+  mvn -q -B -Dstyle.color=never -f "$work/pom.xml" dependency:copy \
     -Dartifact="org.apache.logging.log4j:$binding:$log4j" -DoutputDirectory="$libs.partial" >&2 \
     || die "mvn could not resolve $binding $log4j"
   touch "$libs.partial/.complete"

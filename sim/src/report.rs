@@ -117,6 +117,31 @@ impl From<std::io::Error> for Failure {
     }
 }
 
+/// `?` on a tonic transport error (a channel that could not be built or connected): a correctness
+/// failure of the oracle `grpc`, with the error and its sources (`transport error: tcp connect
+/// error: Connection refused (os error 111)`). Feature `tonic`.
+#[cfg(feature = "tonic")]
+impl From<tonic::transport::Error> for Failure {
+    fn from(e: tonic::transport::Error) -> Failure {
+        let mut message = e.to_string();
+        let mut source = std::error::Error::source(&e);
+        while let Some(s) = source {
+            message.push_str(&format!(": {s}"));
+            source = s.source();
+        }
+        Failure::correctness("grpc", message)
+    }
+}
+
+/// `?` on a gRPC status a call returned: a correctness failure of the oracle `grpc`
+/// (`status Unavailable: tcp connect error`). Feature `tonic`.
+#[cfg(feature = "tonic")]
+impl From<tonic::Status> for Failure {
+    fn from(s: tonic::Status) -> Failure {
+        Failure::correctness("grpc", format!("status {:?}: {}", s.code(), s.message()))
+    }
+}
+
 /// The identity of the build that ran: enough to know whether a replay runs the same code.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Identity {
@@ -614,6 +639,23 @@ pub(crate) fn stderr_line(line: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(feature = "tonic")]
+    #[test]
+    fn question_mark_on_tonic_errors_is_a_grpc_correctness_failure_with_the_sources() {
+        fn body() -> Result<(), Failure> {
+            Err(tonic::Status::unavailable("tcp connect error"))?;
+            Ok(())
+        }
+        let f = body().unwrap_err();
+        assert_eq!((f.class, f.oracle.as_deref()), (Class::Correctness, Some("grpc")));
+        assert_eq!(f.message, "status Unavailable: tcp connect error");
+
+        let bad = tonic::transport::Endpoint::from_shared("not a uri".to_string()).unwrap_err();
+        let f = Failure::from(bad);
+        assert_eq!(f.oracle.as_deref(), Some("grpc"));
+        assert_eq!(f.message, "invalid URI: invalid uri character", "the error, then its source");
+    }
 
     fn invocation(kind: TargetKind, profile: &str) -> Invocation {
         Invocation {

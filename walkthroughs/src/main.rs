@@ -117,6 +117,15 @@ fn median(mut values: Vec<u64>) -> u64 {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    // A replay line names one simulation: a name that matches none would skip every row and pass.
+    let only = std::env::var("SIM_ONLY").ok().filter(|o| !o.is_empty());
+    if let Some(only) = &only
+        && !all_cases().iter().any(|c| c.simulation == only)
+    {
+        let names: Vec<&str> = all_cases().iter().map(|c| c.simulation).collect();
+        eprintln!("walkthroughs: SIM_ONLY={only} names no simulation here; the simulations are: {}", names.join(", "));
+        return ExitCode::from(2);
+    }
     let seeds = args.base_seed..args.base_seed.saturating_add(args.seeds);
     let started = Instant::now();
     let mut rows = Vec::new();
@@ -175,7 +184,13 @@ fn main() -> ExitCode {
         }
     }
 
-    if let Some(sweeps) = args.measure {
+    let replaying = only.is_some() || std::env::var_os("SIM_SEED").is_some() || std::env::var_os("SIM_SEEDS").is_some();
+    if args.measure.is_some() && replaying {
+        println!();
+        println!(
+            "--measure skipped: SIM_ONLY/SIM_SEED/SIM_SEEDS choose the seeds (a replay), and measuring sweeps its own"
+        );
+    } else if let Some(sweeps) = args.measure {
         println!();
         println!(
             "seeds needed to find each planted bug ({sweeps} sweeps from different base seeds, at most {} seeds each):",
@@ -191,7 +206,7 @@ fn main() -> ExitCode {
                 walls.extend(report.outcomes.iter().map(|o| o.wall()));
                 match report.failures().find(|o| o.failure.as_ref().is_some_and(|f| f.oracle.as_deref() == case.oracle))
                 {
-                    Some(found) => needed.push(found.seed.0 - base + 1),
+                    Some(found) => needed.push(found.seed.0.saturating_sub(base) + 1),
                     None => missed += 1,
                 }
             }

@@ -34,7 +34,7 @@
 //! | `SIM_CONFIRM` | fresh processes re-running each failing seed (default 3) |
 //! | `SIM_JOBS` | seeds run in parallel (default: available cores) |
 //! | `SIM_WATCHDOG` | wall-clock bound per run (default 60s) |
-//! | `SIM_SEED_LINES` | `0`/`off`: do not print the line before each seed |
+//! | `SIM_SEED_LINES` | `0`/`off`: print neither the sweep's first line (name, seed count, identity) nor the line before each seed |
 //! | `SIM_JSON` | append one JSON line per seed to this file (relative to the working directory: cargo runs tests in the package's directory) |
 //! | `SIM_TRACE` | `all`: write the trace of every seed, not only failures |
 //! | `SIM_LOG` | the trace's `tracing` filter (default `info`) |
@@ -129,13 +129,18 @@ impl FromStr for Seeds {
         if let Some(count) = t.strip_prefix("random:") {
             return count.trim().parse().map(Seeds::Random).map_err(|_| bad());
         }
+        let backwards = || ConfigError::Invalid {
+            var: "SIM_SEEDS",
+            value: s.to_string(),
+            expected: "a range whose start is not above its end (0..500, 0..=9)",
+        };
         if let Some((a, b)) = t.split_once("..=") {
             let (a, b) = (seed(a)?, seed(b)?);
-            return if a <= b { Ok(Seeds::Range(a..b.saturating_add(1))) } else { Err(bad()) };
+            return if a <= b { Ok(Seeds::Range(a..b.saturating_add(1))) } else { Err(backwards()) };
         }
         if let Some((a, b)) = t.split_once("..") {
             let (a, b) = (seed(a)?, seed(b)?);
-            return if a <= b { Ok(Seeds::Range(a..b)) } else { Err(bad()) };
+            return if a <= b { Ok(Seeds::Range(a..b)) } else { Err(backwards()) };
         }
         let items: Vec<&str> = t.split(',').map(str::trim).collect();
         if items.iter().any(|x| x.is_empty()) {
@@ -398,8 +403,9 @@ impl Simulation {
         self
     }
 
-    /// Whether to print the line (seed, commit, replay command) before each seed (default true;
-    /// `SIM_SEED_LINES=0` turns it off).
+    /// Whether to print the sweep's first line (name, seed count, identity) and the line (seed,
+    /// commit, replay command) before each seed (default true; `SIM_SEED_LINES=0` turns them off).
+    /// Failures print their replay line either way.
     pub fn seed_lines(mut self, on: bool) -> Self {
         self.seed_lines = on;
         self
@@ -487,6 +493,8 @@ mod tests {
     #[test]
     fn empty_and_huge_seed_sets_are_errors() {
         assert!(matches!("5..5".parse::<Seeds>().and_then(|s| s.resolve()), Err(ConfigError::NoSeeds(_))));
+        let Err(ConfigError::Invalid { expected, .. }) = "5..2".parse::<Seeds>() else { panic!("5..2 parsed") };
+        assert!(expected.contains("start is not above its end"), "{expected}");
         assert!(matches!("random:0".parse::<Seeds>().and_then(|s| s.resolve()), Err(ConfigError::NoSeeds(_))));
         assert!(matches!(
             "0..=18446744073709551615".parse::<Seeds>().and_then(|s| s.resolve()),

@@ -208,10 +208,11 @@ impl Sweep {
         }
         if self.child_out.is_none() && self.sim.seed_lines {
             let shard = self.shard_note.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
+            let n = self.seeds.len();
             report::stderr_line(&format!(
-                "sim: {}: {} seeds{shard} · {}",
+                "sim: {}: {n} seed{}{shard} · {}",
                 self.sim.name,
-                self.seeds.len(),
+                if n == 1 { "" } else { "s" },
                 self.identity
             ));
         }
