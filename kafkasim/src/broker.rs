@@ -282,6 +282,8 @@ pub enum Control {
 enum Outcome {
     Reply(ResponseBody),
     NoReply,
+    /// Close the connection without an answer, saying why.
+    Close(String),
 }
 
 fn s(x: &str) -> StrBytes {
@@ -805,6 +807,7 @@ impl Cluster {
             }
             match outcome {
                 Outcome::NoReply => {}
+                Outcome::Close(why) => return why,
                 Outcome::Reply(body) => match codec::encode_response(correlation, version, &body) {
                     Ok(bytes) => {
                         if let Err(e) = codec::write_frame(wr, &bytes).await {
@@ -830,10 +833,7 @@ impl Cluster {
             RequestBody::Metadata(r) => ResponseBody::Metadata(self.metadata(broker, version, &r)),
             RequestBody::CreateTopics(r) => ResponseBody::CreateTopics(self.create_topics(broker, version, &r)),
             RequestBody::DeleteTopics(r) => ResponseBody::DeleteTopics(self.delete_topics(broker, version, &r)),
-            RequestBody::Produce(r) => match self.produce(broker, version, &r) {
-                Some(resp) => ResponseBody::Produce(resp),
-                None => return Outcome::NoReply,
-            },
+            RequestBody::Produce(r) => return self.produce(broker, version, &r),
             RequestBody::Fetch(r) => ResponseBody::Fetch(self.fetch(broker, version, &r).await),
             RequestBody::ListOffsets(r) => ResponseBody::ListOffsets(self.list_offsets(broker, version, &r)),
             RequestBody::InitProducerId(r) => ResponseBody::InitProducerId(self.init_producer_id(broker, &r)),
@@ -1003,7 +1003,11 @@ impl Cluster {
         DeleteTopicsResponse::default().with_responses(responses)
     }
 
-    fn produce(&self, broker: i32, version: i16, req: &ProduceRequest) -> Option<ProduceResponse> {
+    /// Produce. With acks=0 nothing is answered, and a request with any partition error closes
+    /// the connection instead, so the producer notices and refreshes its metadata (Apache Kafka's
+    /// `KafkaApis.handleProduceRequest`; measured against Kafka 4.2 by fidelity's differential
+    /// suite); the partitions without an error are appended either way.
+    fn produce(&self, broker: i32, version: i16, req: &ProduceRequest) -> Outcome {
         let acks_ok = matches!(req.acks, -1..=1);
         let mut appended = Vec::new();
         let responses = {
@@ -1056,7 +1060,23 @@ impl Cluster {
             self.inner.log_changed.send_modify(|v| *v += 1);
             self.record("kafka.produce", &format!("broker-{broker}"), appended.join(", "));
         }
-        (req.acks != 0).then(|| ProduceResponse::default().with_responses(responses))
+        if req.acks != 0 {
+            return Outcome::Reply(ResponseBody::Produce(ProduceResponse::default().with_responses(responses)));
+        }
+        let failed: Vec<String> = responses
+            .iter()
+            .flat_map(|t| {
+                t.partition_responses
+                    .iter()
+                    .filter(|p| p.error_code != 0)
+                    .map(move |p| format!("{}-{}: error {}", t.name.0.as_str(), p.index, p.error_code))
+            })
+            .collect();
+        if failed.is_empty() {
+            Outcome::NoReply
+        } else {
+            Outcome::Close(format!("acks=0 produce failed: {}", failed.join(", ")))
+        }
     }
 
     /// Appends one partition's batch; `(base, last)` offsets (a duplicate gives its original

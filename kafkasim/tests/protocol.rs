@@ -197,6 +197,36 @@ async fn acks_zero_gets_no_response_and_the_next_request_is_answered() {
     assert_eq!(resp.responses[0].partitions[0].high_watermark, 1);
 }
 
+/// Kafka's `KafkaApis.handleProduceRequest`: an acks=0 producer expects no answer, so a produce
+/// with any partition error closes the connection (the client then refreshes its metadata);
+/// partitions without an error are still appended (measured against Apache Kafka 4.2 by
+/// fidelity's `produce_acks_0_with_an_error_closes_the_connection`).
+#[tokio::test(start_paused = true)]
+async fn an_acks_zero_produce_with_an_error_closes_its_connection_and_others_keep_working() {
+    let cluster = cluster();
+    cluster.create_topic("t", 1).expect("created");
+    let mut other = connect(&cluster, 0, "other");
+    for (label, request) in [
+        ("unknown partition", produce_request("t", 5, batch(&["a"], 0), 0)),
+        ("invalid record", produce_request("t", 0, Bytes::from_static(b"garbage"), 0)),
+    ] {
+        let mut c = connect(&cluster, 0, "t");
+        c.send_only(request, 9).await.expect("sent");
+        let err = c.send(fetch_request("t", 0, 0, 0), 12).await.expect_err(label);
+        assert!(matches!(err, kafkasim::Error::Closed | kafkasim::Error::Io(_)), "{label}: {err}");
+        let resp = other.send(fetch_request("t", 0, 0, 0), 12).await.expect("the other connection is served");
+        assert_eq!(resp.responses[0].partitions[0].error_code, 0);
+    }
+    // One good and one bad partition: the good one is appended before the connection closes.
+    let mut c = connect(&cluster, 0, "t");
+    let mut request = produce_request("t", 0, batch(&["kept"], 0), 0);
+    let bad = request.topic_data[0].partition_data[0].clone().with_index(7);
+    request.topic_data[0].partition_data.push(bad);
+    c.send_only(request, 9).await.expect("sent");
+    assert!(c.send(fetch_request("t", 0, 0, 0), 12).await.is_err(), "closed");
+    assert_eq!(cluster.partition("t", 0).expect("exists").high_watermark, 1);
+}
+
 /// Joins `group` as a new member through KIP-394's MEMBER_ID_REQUIRED round; returns the
 /// JoinGroup response.
 async fn join_new(c: &mut kafkasim::Client<tokio::io::DuplexStream>, group: &str) -> JoinGroupResponse {

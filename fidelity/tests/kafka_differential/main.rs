@@ -42,6 +42,7 @@ fn scenarios() -> Vec<Scenario> {
         scenario!(wire::produce_acks_0_is_unanswered_and_stored),
         scenario!(wire::produce_acks_1_assigns_consecutive_offsets),
         scenario!(wire::produce_acks_all_assigns_consecutive_offsets),
+        scenario!(wire::produce_acks_0_with_an_error_closes_the_connection),
         scenario!(wire::fetch_from_mid_batch_returns_the_whole_batch),
         scenario!(wire::fetch_at_and_past_the_high_watermark),
         scenario!(wire::unknown_topic_and_partition),

@@ -478,3 +478,36 @@ pub async fn create_topics_with_configs(ctx: &Ctx) -> R {
     }
     Ok(())
 }
+
+/// Kafka closes an acks=0 producer's connection when its produce fails (nothing else would tell
+/// it), and appends the partitions without an error.
+pub async fn produce_acks_0_with_an_error_closes_the_connection(ctx: &Ctx) -> R {
+    let t = ctx.name("t");
+    let mut c = connect(ctx, "admin").await?;
+    create_ready_topic(&mut c, &t, 1).await?;
+    let good = batch(&["a"], 1000, None)?;
+    for (label, request) in [
+        ("acks=0 without an error", produce_request(&t, 0, good.clone(), 0)),
+        ("acks=0 to partition 5 of 1", produce_request(&t, 5, good.clone(), 0)),
+        ("acks=0 of bytes that are no batch", produce_request(&t, 0, bytes::Bytes::from_static(b"garbage"), 0)),
+    ] {
+        let mut p = connect(ctx, "producer").await?;
+        p.send_only(request, PRODUCE_V).await.map_err(|e| e.to_string())?;
+        // An ApiVersions request behind the produce tells whether the connection stayed open.
+        // A close may come as FIN or, when the request is still unread, as RST: both are closes.
+        let answer = match p.send(api_versions(), 3).await {
+            Ok(r) => format!("ApiVersions answered {}", code(r.error_code)),
+            Err(kafkasim::Error::Closed | kafkasim::Error::Io(_)) => "connection closed".into(),
+            Err(e) => format!("failed: {e}"),
+        };
+        ctx.note(format!("{label}, then ApiVersions"), answer);
+    }
+    let mut p = connect(ctx, "producer").await?;
+    let mut request = produce_request(&t, 0, batch(&["b"], 1000, None)?, 0);
+    let bad = request.topic_data[0].partition_data[0].clone().with_index(5);
+    request.topic_data[0].partition_data.push(bad);
+    p.send_only(request, PRODUCE_V).await.map_err(|e| e.to_string())?;
+    ctx.note("acks=0 to partitions 0 and 5", read_answer(p).await);
+    ctx.note("fetch from 0", fetch(&mut c, &t, 0, 0, 0).await?.render());
+    Ok(())
+}
