@@ -1191,12 +1191,11 @@ impl Cluster {
                             r = r.with_log_start_offset(p.log.log_start());
                         }
                         let partition_max = usize::try_from(fp.partition_max_bytes).unwrap_or(0);
-                        // KIP-74: the first batch of the response goes out whatever its size.
-                        let limit = if total == 0 { partition_max.max(1) } else { partition_max.min(budget) };
-                        if limit == 0 {
-                            return r;
-                        }
-                        let batches = p.log.read(fp.fetch_offset, limit);
+                        // KIP-74, as Kafka's ReplicaManager.readFromLog: each partition within
+                        // what is left of max_bytes; the response's first batch goes out whatever
+                        // its size, no other batch beyond the limits.
+                        let first = total == 0;
+                        let batches = p.log.read(fp.fetch_offset, partition_max.min(budget), first);
                         let size: usize = batches.iter().map(Bytes::len).sum();
                         total += size;
                         budget = budget.saturating_sub(size);

@@ -9,8 +9,9 @@
 //! - the high watermark is the log end offset: every replica is in sync at once (replication is
 //!   not modelled), so `acks=1` and `acks=all` acknowledge the same thing;
 //! - a fetch returns whole batches, starting with the one holding the fetch offset even if it
-//!   starts before it (the client skips the records below its offset), up to a byte budget, but
-//!   always at least one batch (KIP-74);
+//!   starts before it (the client skips the records below its offset), up to a byte budget; the
+//!   first batch of a fetch response goes out whatever its size (KIP-74), no other (Kafka would
+//!   send a truncated last batch that clients drop; here it is left out);
 //! - retention by size: beyond [`crate::broker::ClusterBuilder::partition_bytes_max`] the oldest
 //!   batches are dropped and the log start offset moves past them.
 
@@ -181,14 +182,15 @@ impl PartitionLog {
         base
     }
 
-    /// Whole batches from the one holding `offset`, within `bytes_max` bytes but at least one
-    /// batch when any exists at or after `offset`. `offset` must be within
-    /// `log_start ..= high_watermark`.
-    pub fn read(&self, offset: i64, bytes_max: usize) -> Vec<Bytes> {
+    /// Whole batches from the one holding `offset`, within `bytes_max` bytes; with
+    /// `at_least_one`, the first batch whatever its size (KIP-74: the first batch of a fetch
+    /// response). `offset` must be within `log_start ..= high_watermark`.
+    pub fn read(&self, offset: i64, bytes_max: usize, at_least_one: bool) -> Vec<Bytes> {
         let mut out = Vec::new();
         let mut size = 0usize;
         for batch in self.batches.iter().filter(|b| b.last_offset >= offset) {
-            if !out.is_empty() && size + batch.bytes.len() > bytes_max {
+            let exempt = at_least_one && out.is_empty();
+            if !exempt && size + batch.bytes.len() > bytes_max {
                 break;
             }
             size += batch.bytes.len();

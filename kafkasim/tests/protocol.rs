@@ -162,6 +162,42 @@ async fn list_offsets_answers_earliest_latest_and_by_timestamp() {
     assert_eq!(got, vec![(0, -1), (3, -1), (1, 1001), (2, 2000), (-1, -1), (2, 2000)]);
 }
 
+/// KIP-74 as Apache Kafka's `ReplicaManager.readFromLog` applies it: a partition gets at most
+/// `min(partition_max_bytes, what is left of max_bytes)`, and only the response's first batch may
+/// exceed that (measured against Kafka 4.2 by fidelity's
+/// `fetch_byte_limits_bound_all_but_the_first_batch`).
+#[tokio::test(start_paused = true)]
+async fn fetch_byte_limits_bound_every_partition_and_only_the_first_batch_may_exceed_them() {
+    let cluster = cluster();
+    cluster.create_topic("t", 2).expect("created");
+    let mut c = connect(&cluster, 0, "t");
+    for (partition, values) in [(0, &["a", "b"][..]), (0, &["c"][..]), (1, &["d"][..])] {
+        let resp = c.send(produce_request("t", partition, batch(values, 0), 1), 9).await.expect("produce");
+        assert_eq!(resp.responses[0].partition_responses[0].error_code, 0);
+    }
+    let fetched = |resp: &FetchResponse| -> Vec<usize> {
+        resp.responses[0]
+            .partitions
+            .iter()
+            .map(|p| decode_records(p.records.as_ref().expect("records")).expect("decodes").len())
+            .collect()
+    };
+    for (label, max_bytes, partition_max_bytes, expected) in [
+        ("max_bytes 0: the first batch alone", 0, 1 << 20, vec![2, 0]),
+        ("max_bytes 1: the first batch alone", 1, 1 << 20, vec![2, 0]),
+        ("partition_max_bytes 1: the first batch alone", 1 << 20, 1, vec![2, 0]),
+        ("no limit reached", 1 << 20, 1 << 20, vec![3, 1]),
+    ] {
+        let mut request = fetch_request("t", 0, 0, 0).with_max_bytes(max_bytes);
+        let mut second = request.topics[0].partitions[0].clone().with_partition(1);
+        second.partition_max_bytes = partition_max_bytes;
+        request.topics[0].partitions[0].partition_max_bytes = partition_max_bytes;
+        request.topics[0].partitions.push(second);
+        let resp = c.send(request, 12).await.expect("fetch");
+        assert_eq!(fetched(&resp), expected, "{label}");
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn fetch_waits_for_data_up_to_its_max_wait() {
     let cluster = cluster();

@@ -45,6 +45,7 @@ fn scenarios() -> Vec<Scenario> {
         scenario!(wire::produce_acks_0_with_an_error_closes_the_connection),
         scenario!(wire::fetch_from_mid_batch_returns_the_whole_batch),
         scenario!(wire::fetch_at_and_past_the_high_watermark),
+        scenario!(wire::fetch_byte_limits_bound_all_but_the_first_batch),
         scenario!(wire::unknown_topic_and_partition),
         scenario!(wire::list_offsets_earliest_latest_and_by_timestamp),
         scenario!(wire::idempotent_duplicate_batch_gets_the_original_offset),

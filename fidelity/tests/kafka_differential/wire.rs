@@ -511,3 +511,38 @@ pub async fn produce_acks_0_with_an_error_closes_the_connection(ctx: &Ctx) -> R 
     ctx.note("fetch from 0", fetch(&mut c, &t, 0, 0, 0).await?.render());
     Ok(())
 }
+
+/// KIP-74: a fetch's `max_bytes` and each partition's `partition_max_bytes` bound the response,
+/// except its first batch, which goes out whatever its size.
+pub async fn fetch_byte_limits_bound_all_but_the_first_batch(ctx: &Ctx) -> R {
+    let t = ctx.name("t");
+    let mut c = connect(ctx, "c").await?;
+    create_ready_topic(&mut c, &t, 2).await?;
+    produce(&mut c, &t, 0, batch(&["a", "b"], 1000, None)?, 1).await?;
+    produce(&mut c, &t, 0, batch(&["c"], 1000, None)?, 1).await?;
+    produce(&mut c, &t, 1, batch(&["d"], 1000, None)?, 1).await?;
+    for (label, max_bytes, partition_max_bytes) in [
+        ("max_bytes 0", 0, 1 << 20),
+        ("max_bytes 1", 1, 1 << 20),
+        ("partition_max_bytes 0", 1 << 20, 0),
+        ("partition_max_bytes 1", 1 << 20, 1),
+        ("no limit reached", 1 << 20, 1 << 20),
+    ] {
+        let mut q = kafkasim::history::fetch_request(&t, 0, 0, Duration::ZERO).with_max_bytes(max_bytes);
+        q.topics[0].partitions[0].partition_max_bytes = partition_max_bytes;
+        let second = q.topics[0].partitions[0].clone().with_partition(1);
+        q.topics[0].partitions.push(second);
+        let r = send(&mut c, q, FETCH_V).await?;
+        let mut partitions = Vec::new();
+        for p in &r.responses[0].partitions {
+            let records = match &p.records {
+                Some(b) if !b.is_empty() => kafkasim::client::decode_records(b).map_err(|e| e.to_string())?,
+                _ => Vec::new(),
+            };
+            let offsets: Vec<String> = records.iter().map(|r| r.0.to_string()).collect();
+            partitions.push(format!("p{} {} [{}]", p.partition_index, code(p.error_code), offsets.join(" ")));
+        }
+        ctx.note(label, format!("{} | {}", code(r.error_code), partitions.join(" | ")));
+    }
+    Ok(())
+}
