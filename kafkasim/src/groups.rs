@@ -846,8 +846,24 @@ pub(crate) fn leave(cluster: &Cluster, broker: i32, version: i16, req: &LeaveGro
     } else {
         vec![(req.member_id.to_string(), None)]
     };
+    let member_response = |member_id: &str, instance: &Option<String>, code: i16| {
+        leave_group_response::MemberResponse::default()
+            .with_member_id(s(member_id))
+            .with_group_instance_id(instance.as_deref().map(s))
+            .with_error_code(code)
+    };
+    let answer = |results: Vec<leave_group_response::MemberResponse>| {
+        if version >= 3 {
+            LeaveGroupResponse::default().with_members(results)
+        } else {
+            let code = results.first().map_or(0, |r| r.error_code);
+            LeaveGroupResponse::default().with_error_code(code)
+        }
+    };
     let Some(group) = st.groups.get_mut(&group_id) else {
-        return top(E::UnknownMemberId);
+        // As Kafka 4.2 answers: every member of a group it does not know is unknown.
+        let unknown = E::UnknownMemberId.code();
+        return answer(leaving.iter().map(|(m, i)| member_response(m, i, unknown)).collect());
     };
     let mut results = Vec::new();
     let mut removed = 0;
@@ -869,22 +885,12 @@ pub(crate) fn leave(cluster: &Cluster, broker: i32, version: i16, req: &LeaveGro
             }
             Err(e) => e.code(),
         };
-        results.push(
-            leave_group_response::MemberResponse::default()
-                .with_member_id(s(member_id))
-                .with_group_instance_id(instance.as_deref().map(s))
-                .with_error_code(code),
-        );
+        results.push(member_response(member_id, instance, code));
     }
     if removed > 0 {
         after_removal(cluster, &group_id, group, "member left");
     }
-    if version >= 3 {
-        LeaveGroupResponse::default().with_members(results)
-    } else {
-        let code = results.first().map_or(0, |r| r.error_code);
-        LeaveGroupResponse::default().with_error_code(code)
-    }
+    answer(results)
 }
 
 /// OffsetCommit.

@@ -652,3 +652,24 @@ async fn moving_a_leader_bumps_its_epoch_and_redirects_clients() {
     let ok = c.send(produce_request("t", 0, batch(&["a"], 0), 1), 9).await.expect("answered");
     assert_eq!(ok.responses[0].partition_responses[0].error_code, 0);
 }
+
+/// Apache Kafka 4.2 answers a LeaveGroup of a group it does not know as it answers unknown
+/// members of a known group: v3+ with `NONE` and `UNKNOWN_MEMBER_ID` per member, v0–2 with
+/// `UNKNOWN_MEMBER_ID` (measured by fidelity's `leave_of_an_unknown_group_answers_each_member`).
+#[tokio::test(start_paused = true)]
+async fn leave_of_an_unknown_group_answers_each_member_unknown() {
+    let cluster = cluster();
+    let mut c = connect(&cluster, 0, "c");
+    let leave = LeaveGroupRequest::default().with_group_id(GroupId(s("never"))).with_members(vec![
+        leave_group_request::MemberIdentity::default().with_member_id(s("ghost")),
+        leave_group_request::MemberIdentity::default().with_member_id(s("")).with_group_instance_id(Some(s("i"))),
+    ]);
+    let resp = c.send(leave, 5).await.expect("leave v5");
+    assert_eq!(resp.error_code, 0);
+    let codes: Vec<i16> = resp.members.iter().map(|m| m.error_code).collect();
+    assert_eq!(codes, vec![E::UnknownMemberId.code(); 2]);
+    assert_eq!(resp.members[0].member_id.as_str(), "ghost");
+    let v2 = LeaveGroupRequest::default().with_group_id(GroupId(s("never"))).with_member_id(s("ghost"));
+    assert_eq!(c.send(v2, 2).await.expect("leave v2").error_code, E::UnknownMemberId.code());
+    assert!(cluster.group("never").is_none(), "no group is created");
+}

@@ -479,3 +479,15 @@ pub async fn describe_group_members_in_detail(ctx: &Ctx) -> R {
     ctx.note("offset fetch of every partition", format!("{} [{}]", code(all.error_code), committed.join(", ")));
     Ok(())
 }
+
+pub async fn leave_of_an_unknown_group_answers_each_member(ctx: &Ctx) -> R {
+    let g = ctx.name("g");
+    let mut c = connect(ctx, "c").await?;
+    coordinator_ready(&mut c, &g).await?;
+    ctx.note("leave v5 of a member id", leave(&mut c, &g, "ghost", None).await?);
+    ctx.note("leave v5 of an instance id", leave(&mut c, &g, "", Some("instance-1")).await?);
+    let q = LeaveGroupRequest::default().with_group_id(GroupId(s(&g))).with_member_id(s("ghost"));
+    ctx.note("leave v2", code(send(&mut c, q, 2).await?.error_code));
+    ctx.note("describe", describe(ctx, &mut c, &g).await?);
+    Ok(())
+}

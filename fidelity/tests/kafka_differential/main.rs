@@ -102,6 +102,7 @@ fn scenarios() -> Vec<Scenario> {
         scenario!(groups::commit_metadata_round_trips),
         scenario!(groups::commit_of_an_unknown_topic_is_refused_before_group_checks),
         scenario!(groups::offset_fetch_of_an_unknown_group),
+        scenario!(groups::leave_of_an_unknown_group_answers_each_member),
         scenario!(groups::join_errors),
         scenario!(groups::describe_and_list_groups),
         scenario!(clients::rdkafka_produce_acks_0_then_consume),
