@@ -393,7 +393,9 @@ impl Cluster {
     /// Creates a topic with `partitions` partitions, leaders spread over the live brokers.
     ///
     /// # Errors
-    /// `TOPIC_ALREADY_EXISTS`, `INVALID_TOPIC_EXCEPTION` (a name Kafka refuses),
+    /// `TOPIC_ALREADY_EXISTS`, `INVALID_TOPIC_EXCEPTION` (a name Kafka refuses, or one that
+    /// differs from an existing topic's only by '.' against '_', which Kafka refuses because
+    /// both would have the same metric names),
     /// `INVALID_PARTITIONS` (outside `1..=PARTITIONS_MAX`), `POLICY_VIOLATION` beyond
     /// [`TOPICS_MAX`].
     pub fn create_topic(&self, name: &str, partitions: i32) -> Result<(), E> {
@@ -407,6 +409,15 @@ impl Cluster {
         }
         if st.topics.contains_key(name) {
             return Err(E::TopicAlreadyExists);
+        }
+        // Kafka's `Topic.unifyCollisionChars`, checked by its controller after existence.
+        let collision_key = |n: &str| n.replace('.', "_");
+        let has_collision_chars = |n: &str| n.contains(['.', '_']);
+        if has_collision_chars(name) {
+            let key = collision_key(name);
+            if st.topics.keys().any(|t| has_collision_chars(t) && collision_key(t) == key) {
+                return Err(E::InvalidTopicException);
+            }
         }
         if !(1..=PARTITIONS_MAX).contains(&partitions) {
             return Err(E::InvalidPartitions);
@@ -929,9 +940,28 @@ impl Cluster {
     fn create_topics(&self, broker: i32, version: i16, req: &CreateTopicsRequest) -> CreateTopicsResponse {
         let mut st = self.lock();
         let live = Self::live(&st).len() as i16;
+        // A name sent twice is answered once, with INVALID_REQUEST, after the other results, and
+        // nothing is created for it (Kafka's ControllerApis.createTopics).
+        let mut seen = BTreeMap::<&str, usize>::new();
+        for t in &req.topics {
+            *seen.entry(t.name.0.as_str()).or_default() += 1;
+        }
+        let mut duplicates: Vec<&TopicName> = Vec::new();
+        for t in req.topics.iter().filter(|t| seen[t.name.0.as_str()] > 1) {
+            if !duplicates.contains(&&t.name) {
+                duplicates.push(&t.name);
+            }
+        }
+        let duplicated = duplicates.iter().map(|name| {
+            let r = create_topics_response::CreatableTopicResult::default()
+                .with_name((*name).clone())
+                .with_error_code(E::InvalidRequest.code());
+            if version >= 5 { r.with_num_partitions(-1).with_replication_factor(-1) } else { r }
+        });
         let topics = req
             .topics
             .iter()
+            .filter(|t| seen[t.name.0.as_str()] == 1)
             .map(|t| {
                 let name = t.name.0.to_string();
                 let partitions =
@@ -961,6 +991,7 @@ impl Cluster {
                 }
                 r
             })
+            .chain(duplicated)
             .collect();
         CreateTopicsResponse::default().with_topics(topics)
     }

@@ -673,3 +673,34 @@ async fn leave_of_an_unknown_group_answers_each_member_unknown() {
     assert_eq!(c.send(v2, 2).await.expect("leave v2").error_code, E::UnknownMemberId.code());
     assert!(cluster.group("never").is_none(), "no group is created");
 }
+
+/// Apache Kafka refuses a topic whose name differs from an existing one only by '.' against '_'
+/// (`INVALID_TOPIC_EXCEPTION`: they would share metric names), and answers a name sent twice in
+/// one CreateTopics once, with `INVALID_REQUEST`, after the other results, creating nothing for
+/// it (measured by fidelity's `create_topics_refuses_colliding_and_duplicate_names`).
+#[tokio::test(start_paused = true)]
+async fn create_topics_refuses_colliding_names_and_a_name_sent_twice() {
+    let cluster = cluster();
+    cluster.create_topic("orders.eu_west", 1).expect("created");
+    assert_eq!(cluster.create_topic("orders.eu_west", 1), Err(E::TopicAlreadyExists));
+    for colliding in ["orders_eu_west", "orders.eu.west"] {
+        assert_eq!(cluster.create_topic(colliding, 1), Err(E::InvalidTopicException), "{colliding}");
+    }
+    cluster.create_topic("orders-eu-west", 1).expect("'-' does not collide");
+    let mut c = connect(&cluster, 0, "admin");
+    let topic = |name: &str| {
+        create_topics_request::CreatableTopic::default()
+            .with_name(TopicName(s(name)))
+            .with_num_partitions(1)
+            .with_replication_factor(1)
+    };
+    let request = CreateTopicsRequest::default().with_timeout_ms(1000).with_topics(vec![
+        topic("twice"),
+        topic("twice"),
+        topic("once"),
+    ]);
+    let resp = c.send(request, 7).await.expect("answered");
+    let results: Vec<(String, i16)> = resp.topics.iter().map(|t| (t.name.0.to_string(), t.error_code)).collect();
+    assert_eq!(results, vec![("once".to_string(), 0), ("twice".to_string(), E::InvalidRequest.code())]);
+    assert_eq!(cluster.topics(), vec!["once", "orders-eu-west", "orders.eu_west"]);
+}

@@ -54,6 +54,7 @@ fn scenarios() -> Vec<Scenario> {
         scenario!(wire::idempotent_epochs_fence_older_ones),
         scenario!(wire::idempotent_producer_id_never_allocated),
         scenario!(wire::create_topics_errors),
+        scenario!(wire::create_topics_refuses_colliding_and_duplicate_names),
         scenario!(wire::delete_topics_then_recreate),
         scenario!(
             wire::metadata_auto_creates_a_topic,

@@ -546,3 +546,35 @@ pub async fn fetch_byte_limits_bound_all_but_the_first_batch(ctx: &Ctx) -> R {
     }
     Ok(())
 }
+
+/// Topic names Kafka refuses beyond their characters: names that differ from an existing one
+/// only by '.' against '_' (they would share metric names), and a name twice in one request.
+pub async fn create_topics_refuses_colliding_and_duplicate_names(ctx: &Ctx) -> R {
+    let mut c = connect(ctx, "admin").await?;
+    let base = ctx.name("n");
+    let dotted = format!("{base}.a_b");
+    ctx.note("create n.a_b", create_topic(&mut c, &dotted, 1).await?);
+    wait_topic_ready(&mut c, &dotted, 1).await?;
+    for (label, name) in [
+        ("create n.a_b again", dotted.clone()),
+        ("create n_a_b", format!("{base}_a_b")),
+        ("create n.a.b", format!("{base}.a.b")),
+        ("create n-a-b", format!("{base}-a-b")),
+    ] {
+        ctx.note(label, create_topic(&mut c, &name, 1).await?);
+        let r = send(&mut c, create_topics_request(&name, 1, 1, true), CREATE_TOPICS_V).await?;
+        ctx.note(format!("{label}, validate only"), code(r.topics[0].error_code));
+    }
+    let twice = ctx.name("twice");
+    let mut q = create_topics_request(&twice, 1, 1, false);
+    let other = ctx.name("other");
+    q.topics.push(q.topics[0].clone());
+    q.topics.push(create_topics_request(&other, 1, 1, false).topics[0].clone());
+    let r = send(&mut c, q, CREATE_TOPICS_V).await?;
+    let results: Vec<String> =
+        r.topics.iter().map(|t| format!("{}: {}", ctx.alias("topic", t.name.0.as_str()), code(t.error_code))).collect();
+    ctx.note("one name twice and another once", results.join(", "));
+    let m = send(&mut c, metadata_request(&[&twice], false), METADATA_V).await?;
+    ctx.note("metadata of the name sent twice", code(m.topics[0].error_code));
+    Ok(())
+}
