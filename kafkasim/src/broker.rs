@@ -1241,8 +1241,17 @@ impl Cluster {
         (FetchResponse::default().with_responses(responses), total, errors)
     }
 
+    /// ListOffsets. As Kafka's `KafkaApis.handleListOffsetRequest`: a partition asked more than
+    /// once is answered once, with `INVALID_REQUEST`; the max-timestamp query (-3) needs v7.
     fn list_offsets(&self, broker: i32, version: i16, req: &ListOffsetsRequest) -> ListOffsetsResponse {
         let st = self.lock();
+        let mut asked = BTreeMap::<(&str, i32), usize>::new();
+        for t in &req.topics {
+            for lp in &t.partitions {
+                *asked.entry((t.name.0.as_str(), lp.partition_index)).or_default() += 1;
+            }
+        }
+        let mut answered = std::collections::BTreeSet::new();
         let topics = req
             .topics
             .iter()
@@ -1251,9 +1260,13 @@ impl Cluster {
                 let partitions = t
                     .partitions
                     .iter()
+                    .filter(|lp| answered.insert((t.name.0.as_str(), lp.partition_index)))
                     .map(|lp| {
                         let r = list_offsets_response::ListOffsetsPartitionResponse::default()
                             .with_partition_index(lp.partition_index);
+                        if asked[&(t.name.0.as_str(), lp.partition_index)] > 1 {
+                            return r.with_error_code(E::InvalidRequest.code()).with_offset(-1).with_timestamp(-1);
+                        }
                         let part = Part { topic: Some(&name), partition: Some(lp.partition_index), group: None };
                         let found = st
                             .topics
@@ -1274,7 +1287,7 @@ impl Cluster {
                         let (offset, timestamp) = match lp.timestamp {
                             -2 => (p.log.log_start(), -1),
                             -1 => (p.log.high_watermark(), -1),
-                            -3 => p.log.max_timestamp().unwrap_or((-1, -1)),
+                            -3 if version >= 7 => p.log.max_timestamp().unwrap_or((-1, -1)),
                             ts if ts >= 0 => p.log.offset_for_timestamp(ts).unwrap_or((-1, -1)),
                             _ => {
                                 return r

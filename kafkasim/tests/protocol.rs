@@ -162,6 +162,32 @@ async fn list_offsets_answers_earliest_latest_and_by_timestamp() {
     assert_eq!(got, vec![(0, -1), (3, -1), (1, 1001), (2, 2000), (-1, -1), (2, 2000)]);
 }
 
+/// Apache Kafka's `KafkaApis.handleListOffsetRequest`: the max-timestamp query (-3, KIP-734)
+/// needs v7 (`UNSUPPORTED_VERSION` below), and a partition asked twice in one request is answered
+/// once, with `INVALID_REQUEST` (measured by fidelity's
+/// `list_offsets_refuses_max_timestamp_below_v7_and_duplicate_partitions`).
+#[tokio::test(start_paused = true)]
+async fn list_offsets_refuses_max_timestamp_below_v7_and_a_partition_asked_twice() {
+    let cluster = cluster();
+    cluster.create_topic("t", 2).expect("created");
+    let mut c = connect(&cluster, 0, "t");
+    c.send(produce_request("t", 0, batch(&["a", "b"], 1000), 1), 9).await.expect("produce");
+    for (version, expected) in [(1, E::UnsupportedVersion.code()), (6, E::UnsupportedVersion.code()), (7, 0)] {
+        let resp = c.send(list_offsets_request("t", 0, -3), version).await.expect("list");
+        let p = &resp.topics[0].partitions[0];
+        assert_eq!(p.error_code, expected, "v{version}");
+        assert_eq!(p.offset, if expected == 0 { 1 } else { -1 }, "v{version}");
+    }
+    let mut twice = list_offsets_request("t", 0, -1);
+    let again = twice.topics[0].partitions[0].clone().with_timestamp(-2);
+    let other = twice.topics[0].partitions[0].clone().with_partition_index(1);
+    twice.topics[0].partitions.extend([again, other]);
+    let resp = c.send(twice, 7).await.expect("list");
+    let answers: Vec<(i32, i16, i64)> =
+        resp.topics[0].partitions.iter().map(|p| (p.partition_index, p.error_code, p.offset)).collect();
+    assert_eq!(answers, vec![(0, E::InvalidRequest.code(), -1), (1, 0, 0)]);
+}
+
 /// KIP-74 as Apache Kafka's `ReplicaManager.readFromLog` applies it: a partition gets at most
 /// `min(partition_max_bytes, what is left of max_bytes)`, and only the response's first batch may
 /// exceed that (measured against Kafka 4.2 by fidelity's

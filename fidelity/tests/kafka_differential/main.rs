@@ -48,6 +48,7 @@ fn scenarios() -> Vec<Scenario> {
         scenario!(wire::fetch_byte_limits_bound_all_but_the_first_batch),
         scenario!(wire::unknown_topic_and_partition),
         scenario!(wire::list_offsets_earliest_latest_and_by_timestamp),
+        scenario!(wire::list_offsets_refuses_max_timestamp_below_v7_and_duplicate_partitions),
         scenario!(wire::idempotent_duplicate_batch_gets_the_original_offset),
         scenario!(wire::idempotent_sequence_gap_is_out_of_order),
         scenario!(wire::idempotent_first_sequence_need_not_be_zero),

@@ -578,3 +578,43 @@ pub async fn create_topics_refuses_colliding_and_duplicate_names(ctx: &Ctx) -> R
     ctx.note("metadata of the name sent twice", code(m.topics[0].error_code));
     Ok(())
 }
+
+/// ListOffsets' max-timestamp query (-3, KIP-734) needs v7; a partition asked twice in one
+/// request is refused.
+pub async fn list_offsets_refuses_max_timestamp_below_v7_and_duplicate_partitions(ctx: &Ctx) -> R {
+    let t = ctx.name("t");
+    let mut c = connect(ctx, "c").await?;
+    create_ready_topic(&mut c, &t, 2).await?;
+    produce(&mut c, &t, 0, batch(&["a", "b"], 1000, None)?, 1).await?;
+    let partition = |index: i32, timestamp: i64| {
+        list_offsets_request::ListOffsetsPartition::default()
+            .with_partition_index(index)
+            .with_current_leader_epoch(-1)
+            .with_timestamp(timestamp)
+    };
+    let request = |partitions: Vec<list_offsets_request::ListOffsetsPartition>| {
+        ListOffsetsRequest::default().with_replica_id(BrokerId(-1)).with_topics(vec![
+            list_offsets_request::ListOffsetsTopic::default().with_name(TopicName(s(&t))).with_partitions(partitions),
+        ])
+    };
+    // Kafka's order of partitions in the answer varies (it goes through a hash map): sorted.
+    let render = |r: &ListOffsetsResponse| {
+        let mut answers: Vec<String> = r
+            .topics
+            .iter()
+            .flat_map(|t| t.partitions.iter())
+            .map(|p| {
+                format!("p{} {} offset={} timestamp={}", p.partition_index, code(p.error_code), p.offset, p.timestamp)
+            })
+            .collect();
+        answers.sort();
+        answers.join(", ")
+    };
+    for version in [1, 4, 6, 7] {
+        let r = send(&mut c, request(vec![partition(0, -3)]), version).await?;
+        ctx.note(format!("max timestamp at v{version}"), render(&r));
+    }
+    let r = send(&mut c, request(vec![partition(0, -1), partition(1, -1), partition(0, -2)]), LIST_OFFSETS_V).await?;
+    ctx.note("partition 0 twice and partition 1", render(&r));
+    Ok(())
+}
