@@ -42,22 +42,20 @@ use std::time::Duration;
 use bytes::Bytes;
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::{
-    BrokerId, FetchRequest, FetchResponse, ProduceRequest, ProduceResponse, TopicName, fetch_request, produce_request,
-    produce_response::PartitionProduceResponse,
+    FetchRequest, FetchResponse, ProduceRequest, ProduceResponse, produce_response::PartitionProduceResponse,
 };
-use kafka_protocol::protocol::StrBytes;
 use sim::check::list_append::{FinalLog, Offset, Outcome, PendingAppend, Record, Recorder};
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::client::{Client, RecordInput, decode_records, record_batch};
-use crate::{Cluster, Error};
+use crate::{Cluster, Error, requests};
 
 /// The Produce version [`Recording::produce`] sends.
 pub const PRODUCE_VERSION: i16 = 9;
 /// The Fetch version [`Recording::fetch`] and [`final_log`] send.
 pub const FETCH_VERSION: i16 = 12;
 /// Bytes one fetch asks for per partition.
-pub const FETCH_BYTES_MAX: i32 = 1 << 20;
+pub use crate::requests::FETCH_BYTES_MAX;
 /// How long [`final_log`] may take (tokio time: fake in a simulation).
 pub const FINAL_READ_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -159,10 +157,6 @@ pub struct Fetched {
     pub records: Vec<Record>,
 }
 
-fn s(x: &str) -> StrBytes {
-    StrBytes::from_string(x.to_string())
-}
-
 /// A Produce request of `values` as one batch to `topic`-`partition` (`producer`: the
 /// idempotent producer's `(producer id, epoch, base sequence)`). Record timestamps are 0.
 ///
@@ -176,28 +170,12 @@ pub fn produce_request<V: AsRef<str>>(
     producer: Option<(i64, i16, i32)>,
 ) -> Result<ProduceRequest, Error> {
     let records: Vec<RecordInput<'_>> = values.iter().map(|v| (None, Some(v.as_ref().as_bytes()), 0)).collect();
-    let batch = record_batch(&records, producer)?;
-    Ok(ProduceRequest::default().with_acks(acks).with_timeout_ms(5_000).with_topic_data(vec![
-        produce_request::TopicProduceData::default().with_name(TopicName(s(topic))).with_partition_data(vec![
-            produce_request::PartitionProduceData::default().with_index(partition).with_records(Some(batch)),
-        ]),
-    ]))
+    Ok(requests::produce(topic, partition, record_batch(&records, producer)?, acks))
 }
 
 /// A Fetch request of `topic`-`partition` from `offset`, waiting at most `max_wait` for data.
 pub fn fetch_request(topic: &str, partition: i32, offset: i64, max_wait: Duration) -> FetchRequest {
-    FetchRequest::default()
-        .with_replica_id(BrokerId(-1))
-        .with_max_wait_ms(i32::try_from(max_wait.as_millis()).unwrap_or(i32::MAX))
-        .with_min_bytes(1)
-        .with_max_bytes(FETCH_BYTES_MAX)
-        .with_session_epoch(-1)
-        .with_topics(vec![fetch_request::FetchTopic::default().with_topic(TopicName(s(topic))).with_partitions(vec![
-            fetch_request::FetchPartition::default()
-                .with_partition(partition)
-                .with_fetch_offset(offset)
-                .with_partition_max_bytes(FETCH_BYTES_MAX),
-        ])])
+    requests::fetch(topic, partition, offset, max_wait)
 }
 
 /// The response for `topic`-`partition` inside a Produce response.

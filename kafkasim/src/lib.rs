@@ -23,6 +23,7 @@
 //! | [`introspect`] | group, commit and partition histories for oracles |
 //! | [`local`] | the loopback mode |
 //! | [`client`] | a protocol-level client for tests and simulations |
+//! | [`requests`] | one-partition requests as clients send them, for that client |
 //! | [`models`] | the queue models Q1–Q9: oracles over what consumers did and what the broker saw |
 //! | [`history`] | partitions as list-append logs for `sim::check::list_append`: recording produces, fetches, consumers and final reads |
 //!
@@ -40,6 +41,7 @@ pub mod local;
 pub mod log;
 pub mod models;
 pub mod producer_ids;
+pub mod requests;
 
 pub use broker::{Cluster, ClusterBuilder, Control};
 pub use client::Client;

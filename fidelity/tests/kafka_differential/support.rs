@@ -136,13 +136,7 @@ pub fn metadata_request(topics: &[&str], auto_create: bool) -> MetadataRequest {
     ))
 }
 
-pub fn produce_request(topic: &str, partition: i32, records: Bytes, acks: i16) -> ProduceRequest {
-    ProduceRequest::default().with_acks(acks).with_timeout_ms(10_000).with_topic_data(vec![
-        produce_request::TopicProduceData::default().with_name(TopicName(s(topic))).with_partition_data(vec![
-            produce_request::PartitionProduceData::default().with_index(partition).with_records(Some(records)),
-        ]),
-    ])
-}
+pub use kafkasim::requests::produce as produce_request;
 
 /// Produces one batch; `(code, base offset)`.
 pub async fn produce(c: &mut Conn, topic: &str, partition: i32, records: Bytes, acks: i16) -> R<(String, i64)> {
@@ -169,7 +163,7 @@ impl Fetched {
 }
 
 pub async fn fetch(c: &mut Conn, topic: &str, partition: i32, offset: i64, max_wait_ms: u64) -> R<Fetched> {
-    let q = kafkasim::history::fetch_request(topic, partition, offset, Duration::from_millis(max_wait_ms));
+    let q = kafkasim::requests::fetch(topic, partition, offset, Duration::from_millis(max_wait_ms));
     let r = send(c, q, FETCH_V).await?;
     let p = &r.responses[0].partitions[0];
     let records = match &p.records {
@@ -190,15 +184,7 @@ pub async fn fetch(c: &mut Conn, topic: &str, partition: i32, offset: i64, max_w
 /// ListOffsets of one partition at `timestamp` (-2 earliest, -1 latest, -3 max timestamp);
 /// `(code, offset, timestamp)`.
 pub async fn list_offsets(c: &mut Conn, topic: &str, partition: i32, timestamp: i64) -> R<(String, i64, i64)> {
-    let q = ListOffsetsRequest::default().with_replica_id(BrokerId(-1)).with_topics(vec![
-        list_offsets_request::ListOffsetsTopic::default().with_name(TopicName(s(topic))).with_partitions(vec![
-            list_offsets_request::ListOffsetsPartition::default()
-                .with_partition_index(partition)
-                .with_current_leader_epoch(-1)
-                .with_timestamp(timestamp),
-        ]),
-    ]);
-    let r = send(c, q, LIST_OFFSETS_V).await?;
+    let r = send(c, kafkasim::requests::list_offsets(topic, partition, timestamp), LIST_OFFSETS_V).await?;
     let p = &r.topics[0].partitions[0];
     Ok((code(p.error_code), p.offset, p.timestamp))
 }
@@ -394,14 +380,11 @@ pub async fn heartbeat(
     member_id: &str,
     instance: Option<&str>,
 ) -> R<String> {
-    let q = HeartbeatRequest::default()
-        .with_group_id(GroupId(s(group)))
-        .with_generation_id(generation)
-        .with_member_id(s(member_id))
-        .with_group_instance_id(instance.map(s));
+    let q = kafkasim::requests::heartbeat(group, generation, member_id).with_group_instance_id(instance.map(s));
     Ok(code(send(c, q, HEARTBEAT_V).await?.error_code))
 }
 
+/// [`kafkasim::requests::offset_commit`], with the member's `group.instance.id` when static.
 #[allow(clippy::too_many_arguments)]
 pub fn commit_request(
     group: &str,
@@ -413,22 +396,8 @@ pub fn commit_request(
     offset: i64,
     metadata: Option<&str>,
 ) -> OffsetCommitRequest {
-    OffsetCommitRequest::default()
-        .with_group_id(GroupId(s(group)))
-        .with_generation_id_or_member_epoch(generation)
-        .with_member_id(s(member_id))
+    kafkasim::requests::offset_commit(group, generation, member_id, topic, partition, offset, metadata)
         .with_group_instance_id(instance.map(s))
-        .with_topics(vec![
-            offset_commit_request::OffsetCommitRequestTopic::default().with_name(TopicName(s(topic))).with_partitions(
-                vec![
-                    offset_commit_request::OffsetCommitRequestPartition::default()
-                        .with_partition_index(partition)
-                        .with_committed_offset(offset)
-                        .with_committed_leader_epoch(-1)
-                        .with_committed_metadata(metadata.map(s)),
-                ],
-            ),
-        ])
 }
 
 /// OffsetCommit of one partition; the partition's code.
@@ -439,12 +408,7 @@ pub async fn commit(c: &mut Conn, q: OffsetCommitRequest) -> R<String> {
 
 /// OffsetFetch of one partition: `code offset=… metadata=…` (the group-level code first).
 pub async fn offset_fetch(c: &mut Conn, group: &str, topic: &str, partition: i32) -> R<String> {
-    let q = OffsetFetchRequest::default().with_group_id(GroupId(s(group))).with_topics(Some(vec![
-        offset_fetch_request::OffsetFetchRequestTopic::default()
-            .with_name(TopicName(s(topic)))
-            .with_partition_indexes(vec![partition]),
-    ]));
-    let r = send(c, q, OFFSET_FETCH_V).await?;
+    let r = send(c, kafkasim::requests::offset_fetch(group, topic, &[partition]), OFFSET_FETCH_V).await?;
     let p = &r.topics[0].partitions[0];
     Ok(format!(
         "{} / {} offset={} metadata={:?}",

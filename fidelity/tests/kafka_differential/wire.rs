@@ -351,7 +351,7 @@ pub async fn unsupported_version_of_another_request_closes_the_connection(ctx: &
     c.send_raw(&frame).await.map_err(|e| e.to_string())?;
     ctx.note("Metadata at v99", read_answer(c).await);
     let mut c = connect(ctx, "c").await?;
-    let frame = forged_version(&mut c, &kafkasim::history::fetch_request("x", 0, 0, Duration::ZERO), 12, 2)?;
+    let frame = forged_version(&mut c, &kafkasim::requests::fetch("x", 0, 0, Duration::ZERO), 12, 2)?;
     c.send_raw(&frame).await.map_err(|e| e.to_string())?;
     ctx.note("Fetch at v2 (removed by KIP-896)", read_answer(c).await);
     let mut c = connect(ctx, "c").await?;
@@ -537,7 +537,7 @@ pub async fn fetch_byte_limits_bound_all_but_the_first_batch(ctx: &Ctx) -> R {
         ("partition_max_bytes 1", 1 << 20, 1),
         ("no limit reached", 1 << 20, 1 << 20),
     ] {
-        let mut q = kafkasim::history::fetch_request(&t, 0, 0, Duration::ZERO).with_max_bytes(max_bytes);
+        let mut q = kafkasim::requests::fetch(&t, 0, 0, Duration::ZERO).with_max_bytes(max_bytes);
         q.topics[0].partitions[0].partition_max_bytes = partition_max_bytes;
         let second = q.topics[0].partitions[0].clone().with_partition(1);
         q.topics[0].partitions.push(second);

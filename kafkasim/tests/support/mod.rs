@@ -7,6 +7,12 @@ use bytes::Bytes;
 use kafkasim::kafka_protocol::messages::*;
 use kafkasim::kafka_protocol::protocol::StrBytes;
 use kafkasim::{Client, Cluster};
+// Not every test binary uses every builder.
+#[allow(unused_imports)]
+pub use kafkasim::requests::{
+    heartbeat as heartbeat_request, list_offsets as list_offsets_request, offset_commit as commit_request,
+    offset_fetch as offset_fetch_request, produce as produce_request,
+};
 use tokio::io::DuplexStream;
 
 /// The in-memory pipe's buffer, in bytes.
@@ -29,37 +35,8 @@ pub fn api_versions() -> ApiVersionsRequest {
     ApiVersionsRequest::default().with_client_software_name(s("kafkasim-tests")).with_client_software_version(s("0.1"))
 }
 
-pub fn list_offsets_request(topic: &str, partition: i32, timestamp: i64) -> ListOffsetsRequest {
-    ListOffsetsRequest::default().with_replica_id(BrokerId(-1)).with_topics(vec![
-        list_offsets_request::ListOffsetsTopic::default().with_name(TopicName(s(topic))).with_partitions(vec![
-            list_offsets_request::ListOffsetsPartition::default()
-                .with_partition_index(partition)
-                .with_timestamp(timestamp),
-        ]),
-    ])
-}
-
-pub fn produce_request(topic: &str, partition: i32, records: Bytes, acks: i16) -> ProduceRequest {
-    ProduceRequest::default().with_acks(acks).with_timeout_ms(5000).with_topic_data(vec![
-        produce_request::TopicProduceData::default().with_name(TopicName(s(topic))).with_partition_data(vec![
-            produce_request::PartitionProduceData::default().with_index(partition).with_records(Some(records)),
-        ]),
-    ])
-}
-
-pub fn fetch_request(topic: &str, partition: i32, offset: i64, max_wait_ms: i32) -> FetchRequest {
-    FetchRequest::default()
-        .with_replica_id(BrokerId(-1))
-        .with_max_wait_ms(max_wait_ms)
-        .with_min_bytes(1)
-        .with_max_bytes(1 << 20)
-        .with_session_epoch(-1)
-        .with_topics(vec![fetch_request::FetchTopic::default().with_topic(TopicName(s(topic))).with_partitions(vec![
-            fetch_request::FetchPartition::default()
-                .with_partition(partition)
-                .with_fetch_offset(offset)
-                .with_partition_max_bytes(1 << 20),
-        ])])
+pub fn fetch_request(topic: &str, partition: i32, offset: i64, max_wait_ms: u64) -> FetchRequest {
+    kafkasim::requests::fetch(topic, partition, offset, std::time::Duration::from_millis(max_wait_ms))
 }
 
 pub fn join_request(group: &str, member_id: &str, instance: Option<&str>, session_ms: i32) -> JoinGroupRequest {
@@ -94,46 +71,6 @@ pub fn sync_request(group: &str, generation: i32, member_id: &str, assignments: 
         )
 }
 
-pub fn heartbeat_request(group: &str, generation: i32, member_id: &str) -> HeartbeatRequest {
-    HeartbeatRequest::default()
-        .with_group_id(GroupId(s(group)))
-        .with_generation_id(generation)
-        .with_member_id(s(member_id))
-}
-
-pub fn commit_request(
-    group: &str,
-    generation: i32,
-    member_id: &str,
-    topic: &str,
-    partition: i32,
-    offset: i64,
-    metadata: Option<&str>,
-) -> OffsetCommitRequest {
-    OffsetCommitRequest::default()
-        .with_group_id(GroupId(s(group)))
-        .with_generation_id_or_member_epoch(generation)
-        .with_member_id(s(member_id))
-        .with_topics(vec![
-            offset_commit_request::OffsetCommitRequestTopic::default().with_name(TopicName(s(topic))).with_partitions(
-                vec![
-                    offset_commit_request::OffsetCommitRequestPartition::default()
-                        .with_partition_index(partition)
-                        .with_committed_offset(offset)
-                        .with_committed_metadata(metadata.map(s)),
-                ],
-            ),
-        ])
-}
-
 pub fn commit_code(resp: &OffsetCommitResponse) -> i16 {
     resp.topics[0].partitions[0].error_code
-}
-
-pub fn offset_fetch_request(group: &str, topic: &str, partitions: &[i32]) -> OffsetFetchRequest {
-    OffsetFetchRequest::default().with_group_id(GroupId(s(group))).with_topics(Some(vec![
-        offset_fetch_request::OffsetFetchRequestTopic::default()
-            .with_name(TopicName(s(topic)))
-            .with_partition_indexes(partitions.to_vec()),
-    ]))
 }
