@@ -416,6 +416,24 @@ fn leader_members(group: &Group, protocol: &str) -> Vec<join_group_response::Joi
         .collect()
 }
 
+/// Journals the generation `group` just entered: its protocol, leader and members (no
+/// assignments until the leader syncs).
+fn journal_generation(cluster: &Cluster, group_id: &str, group: &Group) {
+    cluster.journal(|j| {
+        j.generation(
+            group_id,
+            Generation {
+                at: cluster.elapsed(),
+                generation: group.generation,
+                protocol: group.protocol.clone(),
+                leader: group.leader.clone(),
+                members: group.members.values().map(Member::view).collect(),
+                assignments: BTreeMap::new(),
+            },
+        )
+    });
+}
+
 /// A membership change: start a rebalance, or see whether the running one can complete.
 fn trigger(cluster: &Cluster, group_id: &str, group: &mut Group, why: &str) {
     match group.state {
@@ -486,19 +504,7 @@ fn complete_join(cluster: &Cluster, group_id: &str, group: &mut Group) {
         group.protocol = None;
         group.leader = None;
         cluster.record("kafka.group.state", group_id, format!("generation {}: Empty", group.generation));
-        cluster.journal(|j| {
-            j.generation(
-                group_id,
-                Generation {
-                    at: cluster.elapsed(),
-                    generation: group.generation,
-                    protocol: None,
-                    leader: None,
-                    members: Vec::new(),
-                    assignments: BTreeMap::new(),
-                },
-            )
-        });
+        journal_generation(cluster, group_id, group);
         return;
     }
     // The protocol: among those every member supports, the one most members prefer; ties go to
@@ -554,19 +560,7 @@ fn complete_join(cluster: &Cluster, group_id: &str, group: &mut Group) {
             group.generation
         ),
     );
-    cluster.journal(|j| {
-        j.generation(
-            group_id,
-            Generation {
-                at: cluster.elapsed(),
-                generation: group.generation,
-                protocol: Some(protocol.clone()),
-                leader: Some(leader.clone()),
-                members: group.members.values().map(Member::view).collect(),
-                assignments: BTreeMap::new(),
-            },
-        )
-    });
+    journal_generation(cluster, group_id, group);
     let token = group.token;
     let timeout = group.members.values().map(|m| m.rebalance_timeout).max().unwrap_or(Duration::ZERO);
     spawn_group_timer(cluster, group_id, now + timeout, move |cluster, id, g| {
