@@ -425,13 +425,16 @@ impl Simulation {
         self
     }
 
-    /// Runs the sweep and prints its summary to stderr.
+    /// Runs the sweep, prints its summary to stderr, and returns the [`Report`]: check it with
+    /// [`Report::assert_passed`]. A failing report dropped unchecked panics (see [`Report`]), so a
+    /// forgotten assertion fails the test rather than passing it.
     ///
     /// # Panics
     /// On a configuration error (an unparsable `SIM_*` variable, no seeds, a swarm override naming
     /// a dimension that no seed drew), with the error's message. [`Simulation::try_run`] returns
     /// it instead.
     #[track_caller]
+    #[must_use = "the report says whether the sweep failed: call .assert_passed() on it"]
     pub fn run<F, Fut>(&self, body: F) -> Report
     where
         F: Fn(Ctx) -> Fut + Send + Sync + 'static,
@@ -447,6 +450,7 @@ impl Simulation {
     ///
     /// # Errors
     /// [`ConfigError`] when a `SIM_*` variable or a swarm override cannot be used.
+    #[must_use = "the report says whether the sweep failed: call .assert_passed() on it"]
     pub fn try_run<F, Fut>(&self, body: F) -> Result<Report, ConfigError>
     where
         F: Fn(Ctx) -> Fut + Send + Sync + 'static,
