@@ -17,7 +17,9 @@
 //! re-run in fresh processes (default 3, `SIM_CONFIRM`) and labelled "replays exactly" or
 //! "replays k of n". `SIM_REPEAT=k` runs each seed k times in-process and `SIM_REPEAT_PROCESSES=n`
 //! runs the whole sweep again in n fresh processes; any difference in history or schedule is a
-//! *replay diverged* failure naming the first divergent event.
+//! *replay diverged* failure naming the first divergent event (a failing seed that a confirming
+//! process did not reproduce too). Every fresh process first makes its own number of throw-away
+//! runs, so process-wide state (a counter in a static) cannot make a leaky seed look exact.
 //!
 //! Environment (each overrides the builder; a value that does not parse is an error, never
 //! ignored):
@@ -31,7 +33,7 @@
 //! | `SIM_SWARM` | pinned swarm dimensions: `latency=0ms,replicas=1` |
 //! | `SIM_REPEAT` | runs per seed in this process (self-check) |
 //! | `SIM_REPEAT_PROCESSES` | fresh processes re-running the sweep (self-check) |
-//! | `SIM_CONFIRM` | fresh processes re-running each failing seed (default 3) |
+//! | `SIM_CONFIRM` | fresh processes re-running each failing seed (default 3); one that does not reproduce it makes the seed *replay diverged* |
 //! | `SIM_JOBS` | seeds run in parallel (default: available cores) |
 //! | `SIM_WATCHDOG` | wall-clock bound per run (default 60s) |
 //! | `SIM_SEED_LINES` | `0`/`off`: print neither the sweep's first line (name, seed count, identity) nor the line before each seed |
