@@ -340,6 +340,7 @@ fn caught_in_every_seed(name: &str, bugs: Bugs, rule: Rule) {
     let report =
         Simulation::new(name).seeds(0..4).confirm(0).run(move |ctx| async move { scenario(ctx, bugs).await.map(drop) });
     assert!(!report.outcomes.is_empty());
+    assert_eq!(report.failures().count(), report.outcomes.len(), "every seed is caught: {report}");
     for outcome in &report.outcomes {
         let failure = outcome.failure.as_ref().unwrap_or_else(|| panic!("seed {} was not caught", outcome.seed));
         assert_eq!((failure.class, failure.oracle.as_deref()), (Class::Correctness, Some("list-append")), "{failure}");

@@ -590,6 +590,7 @@ fn each_planted_bug_fails_every_seed_with_its_model_and_correct_consumers_pass()
         match v.expect {
             None => report.assert_passed(),
             Some(model) => {
+                assert_eq!(report.failures().count(), report.outcomes.len(), "{}: every seed is caught", v.name);
                 for o in &report.outcomes {
                     let f = o.failure.as_ref().unwrap_or_else(|| panic!("{}: seed {} passed", v.name, o.seed));
                     assert_eq!((f.class, f.oracle.as_deref()), (Class::Correctness, Some(model)), "{}: {f}", v.name);

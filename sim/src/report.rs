@@ -8,7 +8,8 @@
 use std::fmt;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crate::seed::Seed;
@@ -499,6 +500,15 @@ impl Outcome {
 }
 
 /// The outcome of a sweep: every seed's [`Outcome`], in seed order as given.
+///
+/// A failing report must be looked at: one dropped before [`Report::assert_passed`],
+/// [`Report::passed`], [`Report::failures`] or [`Report::first_failure`] was called on it (or on
+/// a clone) panics, with the failure summary in the message, so a test that forgets its
+/// assertion fails instead of passing silently — and `cargo test` shows the summary even though
+/// it captured the sweep's output. Reading the public fields does not count: they say what ran,
+/// not whether it failed. A passing report may be dropped unread, and a report dropped while the
+/// thread is already panicking (a failed assertion) stays quiet.
+#[must_use = "a sweep's report says whether it failed: call .assert_passed() on it (or read .passed() / .failures())"]
 #[derive(Clone, Debug)]
 pub struct Report {
     /// The simulation's name.
@@ -509,45 +519,88 @@ pub struct Report {
     pub outcomes: Vec<Outcome>,
     /// Wall time of the whole sweep, confirmations included.
     pub wall: Duration,
+    /// Whether the verdict was read (shared by clones: reading either counts).
+    inspected: Arc<AtomicBool>,
 }
 
 impl Report {
-    /// The seeds that failed (excused violations excluded).
+    pub(crate) fn new(simulation: String, identity: Identity, outcomes: Vec<Outcome>, wall: Duration) -> Report {
+        Report { simulation, identity, outcomes, wall, inspected: Arc::new(AtomicBool::new(false)) }
+    }
+
+    fn inspect(&self) {
+        self.inspected.store(true, Ordering::Relaxed);
+    }
+
+    /// The seeds that failed (excused violations excluded). Counts as checking the report.
     pub fn failures(&self) -> impl Iterator<Item = &Outcome> {
+        self.inspect();
+        self.failed_outcomes()
+    }
+
+    /// The failing seeds, without counting as a check (printing a report is not checking it).
+    pub(crate) fn failed_outcomes(&self) -> impl Iterator<Item = &Outcome> {
         self.outcomes.iter().filter(|o| o.failed())
     }
 
-    /// The first failing seed, if any.
+    /// The first failing seed, if any. Counts as checking the report.
     pub fn first_failure(&self) -> Option<&Outcome> {
         self.failures().next()
     }
 
-    /// Whether every seed passed (or was excused).
+    /// Whether every seed passed (or was excused). Counts as checking the report.
     pub fn passed(&self) -> bool {
         self.failures().next().is_none()
     }
 
-    /// Panics unless every seed passed. The full report was printed to stderr when the sweep
-    /// ended; the panic message repeats only the count, the first failing seed and its replay line.
+    /// Panics unless every seed passed, with the failure summary (as printed to stderr when the
+    /// sweep ended) in the message: the count, each failing seed's failure, confirmation, replay
+    /// line and trace.
     #[track_caller]
     pub fn assert_passed(&self) {
-        if let Some(first) = self.first_failure() {
-            let failure = first.failure.as_ref().map_or_else(String::new, |f| f.to_string());
-            panic!(
-                "simulation {}: {} of {} seeds failed (report above); first: seed {}: {failure}\n  replay: {}",
-                self.simulation,
-                self.failures().count(),
-                self.outcomes.len(),
-                first.seed,
-                first.replay
-            );
+        if !self.passed() {
+            panic!("{}", self.failure_message(None));
         }
+    }
+
+    /// The panic message of a failing report: a headline, then the summary.
+    fn failure_message(&self, why: Option<&str>) -> String {
+        let failed = self.failed_outcomes().count();
+        let mut text = format!("simulation {}: {failed} of {} seeds failed", self.simulation, self.outcomes.len());
+        if let Some(why) = why {
+            text.push_str(why);
+        }
+        text.push('\n');
+        text.push_str(&self.to_string());
+        text
+    }
+}
+
+/// A failing report nobody checked fails the thread that dropped it (see [`Report`]).
+impl Drop for Report {
+    fn drop(&mut self) {
+        // A clone still alive may yet be checked; a thread already unwinding has failed anyway
+        // (and a second panic would abort the process).
+        if self.inspected.load(Ordering::Relaxed)
+            || Arc::strong_count(&self.inspected) > 1
+            || std::thread::panicking()
+            || self.failed_outcomes().next().is_none()
+        {
+            return;
+        }
+        panic!(
+            "{}",
+            self.failure_message(Some(
+                ", and the report was dropped unchecked: call .assert_passed() on what Simulation::run returns \
+                 (or read .passed() / .failures())"
+            ))
+        );
     }
 }
 
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let failed: Vec<&Outcome> = self.failures().collect();
+        let failed: Vec<&Outcome> = self.failed_outcomes().collect();
         let excused =
             self.outcomes.iter().filter(|o| o.failure.as_ref().is_some_and(|f| f.class == Class::Excused)).count();
         writeln!(

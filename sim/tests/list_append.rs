@@ -500,6 +500,7 @@ fn the_check_passes_a_correct_run_fed_by_history_events_and_it_replays() {
 #[test]
 fn the_check_fails_a_run_whose_service_loses_acknowledged_appends_naming_rule_1() {
     let report = Simulation::new("list_append_lossy").seeds(0..4).confirm(0).run(|ctx| log_scenario(ctx, true, false));
+    assert_eq!(report.failures().count(), report.outcomes.len(), "every seed loses appends: {report}");
     for outcome in &report.outcomes {
         let failure = outcome.failure.as_ref().expect("every seed loses appends");
         assert_eq!((failure.class, failure.oracle.as_deref()), (Class::Correctness, Some("list-append")), "{failure}");
@@ -511,6 +512,7 @@ fn the_check_fails_a_run_whose_service_loses_acknowledged_appends_naming_rule_1(
 fn the_check_stops_a_run_at_the_event_where_a_subscriber_goes_back_naming_rule_7() {
     let report =
         Simulation::new("list_append_redeliver").seeds(0..4).confirm(0).run(|ctx| log_scenario(ctx, false, true));
+    assert_eq!(report.failures().count(), report.outcomes.len(), "every seed redelivers: {report}");
     for outcome in &report.outcomes {
         let failure = outcome.failure.as_ref().expect("every seed redelivers");
         assert_eq!((failure.class, failure.oracle.as_deref()), (Class::Correctness, Some("list-append")), "{failure}");

@@ -1,6 +1,9 @@
 //! The run's thread answers time and randomness from the seed; every other thread gets the real
 //! ones. Panics, failures and limits end a run with the right class.
 
+#[path = "support/profile.rs"]
+mod profile;
+
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -228,7 +231,11 @@ fn tracing_output_is_stamped_with_fake_time_in_the_trace() {
     let line = trace.lines().find(|l| l.contains("hello from the run")).expect("the log line is in the trace");
     assert!(line.starts_with("[    1.500000s]"), "{line}");
     assert!(line.contains("answer=42"), "{line}");
-    assert!(trace.contains("# replay: SIM_SEED=0 cargo test -p sim --test runtime -- tracing_output_is_stamped_with_fake_time_in_the_trace --exact"));
+    let replay = format!(
+        "# replay: SIM_SEED=0 cargo test{} -p sim --test runtime -- tracing_output_is_stamped_with_fake_time_in_the_trace --exact",
+        profile::cargo_flag()
+    );
+    assert!(trace.contains(&replay), "{replay:?} not in:\n{trace}");
 }
 
 #[test]

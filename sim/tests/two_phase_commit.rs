@@ -3,6 +3,8 @@
 //! subprocess, reproduces the same failure and the same trace. The fixed protocol passes the same
 //! seeds.
 
+#[path = "support/profile.rs"]
+mod profile;
 #[path = "../examples/two_phase_commit/protocol.rs"]
 mod protocol;
 
@@ -30,8 +32,9 @@ fn planted_bug_is_found_and_its_replay_line_reproduces_it() {
     }
     let first = failures[0];
     let expected = format!(
-        "SIM_SEED={} cargo test -p sim --test two_phase_commit -- planted_bug_is_found_and_its_replay_line_reproduces_it --exact --nocapture",
-        first.seed
+        "SIM_SEED={} cargo test{} -p sim --test two_phase_commit -- planted_bug_is_found_and_its_replay_line_reproduces_it --exact --nocapture",
+        first.seed,
+        profile::cargo_flag()
     );
     assert_eq!(first.replay, expected);
     let trace_path = first.trace.clone().expect("a failing seed's trace is written");

@@ -17,7 +17,9 @@
 //! re-run in fresh processes (default 3, `SIM_CONFIRM`) and labelled "replays exactly" or
 //! "replays k of n". `SIM_REPEAT=k` runs each seed k times in-process and `SIM_REPEAT_PROCESSES=n`
 //! runs the whole sweep again in n fresh processes; any difference in history or schedule is a
-//! *replay diverged* failure naming the first divergent event.
+//! *replay diverged* failure naming the first divergent event (a failing seed that a confirming
+//! process did not reproduce too). Every fresh process first makes its own number of throw-away
+//! runs, so process-wide state (a counter in a static) cannot make a leaky seed look exact.
 //!
 //! Environment (each overrides the builder; a value that does not parse is an error, never
 //! ignored):
@@ -31,7 +33,7 @@
 //! | `SIM_SWARM` | pinned swarm dimensions: `latency=0ms,replicas=1` |
 //! | `SIM_REPEAT` | runs per seed in this process (self-check) |
 //! | `SIM_REPEAT_PROCESSES` | fresh processes re-running the sweep (self-check) |
-//! | `SIM_CONFIRM` | fresh processes re-running each failing seed (default 3) |
+//! | `SIM_CONFIRM` | fresh processes re-running each failing seed (default 3); one that does not reproduce it makes the seed *replay diverged* |
 //! | `SIM_JOBS` | seeds run in parallel (default: available cores) |
 //! | `SIM_WATCHDOG` | wall-clock bound per run (default 60s) |
 //! | `SIM_SEED_LINES` | `0`/`off`: print neither the sweep's first line (name, seed count, identity) nor the line before each seed |
@@ -425,13 +427,16 @@ impl Simulation {
         self
     }
 
-    /// Runs the sweep and prints its summary to stderr.
+    /// Runs the sweep, prints its summary to stderr, and returns the [`Report`]: check it with
+    /// [`Report::assert_passed`]. A failing report dropped unchecked panics (see [`Report`]), so a
+    /// forgotten assertion fails the test rather than passing it.
     ///
     /// # Panics
     /// On a configuration error (an unparsable `SIM_*` variable, no seeds, a swarm override naming
     /// a dimension that no seed drew), with the error's message. [`Simulation::try_run`] returns
     /// it instead.
     #[track_caller]
+    #[must_use = "the report says whether the sweep failed: call .assert_passed() on it"]
     pub fn run<F, Fut>(&self, body: F) -> Report
     where
         F: Fn(Ctx) -> Fut + Send + Sync + 'static,
@@ -447,6 +452,7 @@ impl Simulation {
     ///
     /// # Errors
     /// [`ConfigError`] when a `SIM_*` variable or a swarm override cannot be used.
+    #[must_use = "the report says whether the sweep failed: call .assert_passed() on it"]
     pub fn try_run<F, Fut>(&self, body: F) -> Result<Report, ConfigError>
     where
         F: Fn(Ctx) -> Fut + Send + Sync + 'static,

@@ -5,6 +5,16 @@
 //! Fresh processes are this same executable, started with `SIM_SEEDS`, `SIM_ONLY` and
 //! `SIM_CHILD_OUT` (where the child writes one JSON line per seed, with its history when
 //! `SIM_CHILD_HISTORY` is set) and the arguments that select the same test.
+//!
+//! A fresh process reproduces process-wide state too: a counter in a static (the one
+//! `futures::select!` seeds its shuffle from, tokio's task ids) takes the same values in a
+//! process that runs the same seeds in the same order, so a history that depends on it would
+//! "replay exactly". Each fresh process therefore first makes `SIM_CHILD_THROWAWAY` throw-away
+//! runs of its first seed, a number drawn from the seed, different for each process of one
+//! check, and (for confirmations) chosen so that no failing seed runs after as many runs as it
+//! did in the original process: such state then stands elsewhere in every process, and a history
+//! that depends on it diverges. The replay line is not affected (a user's replay runs the seed
+//! first, in a process of its own).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -58,6 +68,8 @@ pub(crate) struct Sweep {
     identity: Identity,
     child_out: Option<PathBuf>,
     child_history: bool,
+    /// Runs of the first seed made and thrown away before the sweep (fresh processes only).
+    child_throwaway: u32,
     trace_all: bool,
     skip: Option<String>,
     shard_note: Option<String>,
@@ -147,6 +159,7 @@ impl Sweep {
             shard_note = Some(format!("shard {i}/{n}: {} of {all} seeds", seeds.len()));
         }
         let child_out = env_var("SIM_CHILD_OUT").map(PathBuf::from);
+        let child_throwaway = env_parse::<u32>("SIM_CHILD_THROWAWAY", "a count")?.unwrap_or(0).min(THROWAWAY_RUNS_MAX);
         if child_out.is_some() {
             sim.confirm = 0;
             sim.repeat_processes = 0;
@@ -155,6 +168,7 @@ impl Sweep {
         let identity = Identity::current(&invocation, &sim.features);
         Ok(Sweep {
             child_history: env_var("SIM_CHILD_HISTORY").is_some(),
+            child_throwaway: if child_out.is_some() { child_throwaway } else { 0 },
             sim,
             seeds,
             swarm,
@@ -199,12 +213,7 @@ impl Sweep {
             if self.child_out.is_none() {
                 report::stderr_line(&format!("sim: {}: skipped (SIM_ONLY={only})", self.sim.name));
             }
-            return Ok(Report {
-                simulation: self.sim.name.clone(),
-                identity: self.identity,
-                outcomes: Vec::new(),
-                wall: Duration::ZERO,
-            });
+            return Ok(Report::new(self.sim.name.clone(), self.identity, Vec::new(), Duration::ZERO));
         }
         if self.child_out.is_none() && self.sim.seed_lines {
             let shard = self.shard_note.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
@@ -215,6 +224,11 @@ impl Sweep {
                 if n == 1 { "" } else { "s" },
                 self.identity
             ));
+        }
+        if let Some(&first) = self.seeds.first() {
+            for _ in 0..self.child_throwaway {
+                drop(once::run_once(self.spec(first), Arc::clone(&body), self.sim.watchdog));
+            }
         }
         let results = self.sweep(&body);
         let mut drawn = BTreeSet::new();
@@ -234,7 +248,9 @@ impl Sweep {
         }
         let mut outcomes = Vec::with_capacity(results.len());
         let trace_root = self.invocation.trace_root();
-        let mut failing_entries: BTreeMap<Seed, Vec<Entry>> = BTreeMap::new();
+        // The histories compared later: the failing seeds' (confirmation), every seed's when
+        // fresh processes repeat the sweep (to name the first divergent event).
+        let mut kept_entries: BTreeMap<Seed, Vec<Entry>> = BTreeMap::new();
         for mut result in results {
             result.outcome.replay = self.replay_line(result.outcome.seed);
             if !result.trace.is_empty() && self.child_out.is_none() {
@@ -247,17 +263,17 @@ impl Sweep {
                     )),
                 }
             }
-            if result.outcome.failed() {
-                failing_entries.insert(result.outcome.seed, std::mem::take(&mut result.entries));
+            if result.outcome.failed() || self.sim.repeat_processes > 0 {
+                kept_entries.insert(result.outcome.seed, std::mem::take(&mut result.entries));
             }
             outcomes.push(result.outcome);
         }
 
         if self.sim.repeat_processes > 0 {
-            self.repeat_in_processes(&mut outcomes, &body);
+            self.repeat_in_processes(&mut outcomes, &kept_entries);
         }
         if self.sim.confirm > 0 {
-            self.confirm_failures(&mut outcomes, &failing_entries);
+            self.confirm_failures(&mut outcomes, &kept_entries);
         }
         if self.child_out.is_none() {
             for outcome in &outcomes {
@@ -266,12 +282,7 @@ impl Sweep {
                 }
             }
         }
-        let report = Report {
-            simulation: self.sim.name.clone(),
-            identity: self.identity.clone(),
-            outcomes,
-            wall: started.elapsed(),
-        };
+        let report = Report::new(self.sim.name.clone(), self.identity.clone(), outcomes, started.elapsed());
         if self.child_out.is_none() {
             self.print(&report);
         }
@@ -371,8 +382,14 @@ impl Sweep {
         }
     }
 
-    /// Runs `seeds` in a fresh process of this executable; returns its lines by seed.
-    fn run_child(&self, seeds: &[Seed], with_history: bool) -> Result<BTreeMap<Seed, ChildLine>, String> {
+    /// Runs `seeds` in a fresh process of this executable, after `throwaway` runs of the first
+    /// one; returns its lines by seed.
+    fn run_child(
+        &self,
+        seeds: &[Seed],
+        with_history: bool,
+        throwaway: u32,
+    ) -> Result<BTreeMap<Seed, ChildLine>, String> {
         let args = self
             .invocation
             .rerun_args()
@@ -397,6 +414,7 @@ impl Sweep {
             .env("SIM_ONLY", &self.sim.name)
             .env("SIM_CHILD_OUT", &out)
             .env("SIM_REPEAT", "1")
+            .env("SIM_CHILD_THROWAWAY", throwaway.to_string())
             .env("SIM_MODE", if self.sim.mode == Mode::Explore { "explore" } else { "replay" })
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
@@ -430,21 +448,33 @@ impl Sweep {
     }
 
     /// Re-runs every failing seed in `confirm` fresh processes (one process per round, running
-    /// all of them) and labels each "replays exactly" or "replays k of n". Inconclusive seeds
-    /// are not re-run (a fresh process would hang just as long).
+    /// all of them, each after its own number of throw-away runs: see the module's docs) and
+    /// labels each "replays exactly" or "replays k of n". A seed that any process did not
+    /// reproduce is a *replay diverged* failure (oracle `self-check`), its message giving the
+    /// original failure and the first divergent event: its replay line cannot be trusted.
+    /// Inconclusive seeds are not re-run (a fresh process would hang just as long).
     fn confirm_failures(&self, outcomes: &mut [Outcome], entries: &BTreeMap<Seed, Vec<Entry>>) {
         let confirmable =
             |o: &Outcome| o.failed() && o.failure.as_ref().is_some_and(|f| f.class != Class::Inconclusive);
-        let failing: Vec<Seed> = outcomes.iter().filter(|o| confirmable(o)).map(|o| o.seed).collect();
+        // Each failing seed with the number of runs this process started before it (sequentially).
+        let failing: Vec<(Seed, u64)> = outcomes
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| confirmable(o))
+            .map(|(index, o)| (o.seed, index as u64 * u64::from(self.sim.repeat)))
+            .collect();
         for outcome in outcomes.iter_mut().filter(|o| o.failed()) {
             let note = (!confirmable(outcome)).then(|| "inconclusive runs are not re-run".to_string());
             outcome.replays = Some(Replays { matched: 0, of: 0, divergence: note });
         }
-        if failing.is_empty() {
-            return;
-        }
-        for _ in 0..self.sim.confirm {
-            let lines = match self.run_child(&failing, true) {
+        let Some(&(first, _)) = failing.first() else { return };
+        // A fresh process runs the j-th failing seed after `throwaway + j` runs: avoid the counts
+        // that would repeat a seed's original position.
+        let taken: BTreeSet<u64> =
+            failing.iter().enumerate().filter_map(|(j, &(_, before))| before.checked_sub(j as u64)).collect();
+        let seeds: Vec<Seed> = failing.iter().map(|&(seed, _)| seed).collect();
+        for (round, throwaway) in throwaway_runs(self.sim.confirm, first, &taken).into_iter().enumerate() {
+            let lines = match self.run_child(&seeds, true, throwaway) {
                 Ok(lines) => lines,
                 Err(e) => {
                     for outcome in outcomes.iter_mut().filter(|o| confirmable(o)) {
@@ -452,7 +482,7 @@ impl Sweep {
                             replays.divergence.get_or_insert_with(|| e.clone());
                         }
                     }
-                    return;
+                    break;
                 }
             };
             for outcome in outcomes.iter_mut().filter(|o| confirmable(o)) {
@@ -480,18 +510,39 @@ impl Sweep {
                 match verdict {
                     None => replays.matched += 1,
                     Some(d) => {
-                        replays.divergence.get_or_insert(d);
+                        replays.divergence.get_or_insert(format!("{} {d}", after_throwaway(round, throwaway)));
                     }
                 }
             }
         }
+        for outcome in outcomes.iter_mut().filter(|o| confirmable(o)) {
+            let Some(replays) = outcome.replays.as_ref().filter(|r| r.of > 0 && r.matched < r.of) else { continue };
+            let Some(original) = outcome.failure.take_if(|f| f.class != Class::ReplayDiverged) else { continue };
+            let mut diverged = Failure::new(
+                Class::ReplayDiverged,
+                format!(
+                    "{original}, but fresh processes replay it {} of {}: {}",
+                    replays.matched,
+                    replays.of,
+                    replays.divergence.as_deref().unwrap_or("they differ")
+                ),
+            )
+            .oracle("self-check");
+            diverged.at_nanos = original.at_nanos;
+            outcome.failure = Some(diverged);
+        }
     }
 
-    /// Re-runs the whole sweep in fresh processes and marks seeds whose hashes differ.
-    fn repeat_in_processes(&self, outcomes: &mut [Outcome], body: &Arc<Body>) {
+    /// Re-runs the whole sweep in fresh processes (each after its own number of throw-away runs)
+    /// and marks seeds whose hashes differ as *replay diverged*, naming the first divergent event
+    /// against this process's history.
+    fn repeat_in_processes(&self, outcomes: &mut [Outcome], entries: &BTreeMap<Seed, Vec<Entry>>) {
         let seeds: Vec<Seed> = outcomes.iter().map(|o| o.seed).collect();
-        for process in 0..self.sim.repeat_processes {
-            let lines = match self.run_child(&seeds, false) {
+        let Some(&first) = seeds.first() else { return };
+        // Any count but 0 moves every seed off its position here.
+        let throwaways = throwaway_runs(self.sim.repeat_processes, first, &BTreeSet::from([0]));
+        for (process, throwaway) in throwaways.into_iter().enumerate() {
+            let lines = match self.run_child(&seeds, false, throwaway) {
                 Ok(lines) => lines,
                 Err(e) => {
                     report::stderr_line(&format!("sim: self-check process {process} failed: {e}"));
@@ -504,23 +555,25 @@ impl Sweep {
                     return;
                 }
             };
-            for outcome in outcomes.iter_mut() {
+            for (index, outcome) in outcomes.iter_mut().enumerate() {
                 let Some(child) = lines.get(&outcome.seed) else { continue };
                 let same = child.outcome.history_hash == outcome.history_hash
                     && child.outcome.schedule_hash == outcome.schedule_hash;
                 if same || outcome.failure.as_ref().is_some_and(|f| f.class == Class::ReplayDiverged) {
                     continue;
                 }
-                // Name the first divergent event: run the seed once more here and once in a fresh
-                // process, both keeping their histories.
-                let mine = once::run_once(self.spec(outcome.seed), Arc::clone(body), self.sim.watchdog);
-                let theirs = self.run_child(&[outcome.seed], true).ok().and_then(|mut l| l.remove(&outcome.seed));
+                // Name the first divergent event: run the seed again in a fresh process that keeps
+                // its history, after as many runs as it had in the process that differed.
+                let before = throwaway.saturating_add(u32::try_from(index).unwrap_or(u32::MAX)).min(THROWAWAY_RUNS_MAX);
+                let theirs =
+                    self.run_child(&[outcome.seed], true, before).ok().and_then(|mut l| l.remove(&outcome.seed));
+                let mine = entries.get(&outcome.seed).map(Vec::as_slice).unwrap_or(&[]);
                 let detail = theirs
-                    .and_then(|c| history::diff(&mine.entries, c.history.as_deref().unwrap_or(&[])))
+                    .and_then(|c| history::diff(mine, c.history.as_deref().unwrap_or(&[])))
                     .map(|d| d.to_string())
                     .unwrap_or_else(|| describe_hash_difference(outcome, &child.outcome));
                 outcome.failure = Some(
-                    Failure::new(Class::ReplayDiverged, format!("fresh process {process}: {detail}"))
+                    Failure::new(Class::ReplayDiverged, format!("{} {detail}", after_throwaway(process, throwaway)))
                         .oracle("self-check"),
                 );
             }
@@ -535,7 +588,7 @@ impl Sweep {
                 "  note: {abandoned} run thread(s) abandoned by the watchdog are still running and using CPU; later seeds' wall times (and watchdogs) suffer\n"
             ));
         }
-        for outcome in report.failures().take(usize::from(self.sim.trace_tail > 0)) {
+        for outcome in report.failed_outcomes().take(usize::from(self.sim.trace_tail > 0)) {
             if let Some(path) = &outcome.trace
                 && let Ok(content) = std::fs::read_to_string(path)
             {
@@ -625,6 +678,36 @@ fn describe_hash_difference(a: &Outcome, b: &Outcome) -> String {
     }
 }
 
+/// The most throw-away runs a fresh process makes before its seeds.
+const THROWAWAY_RUNS_MAX: u32 = 64;
+
+/// How many throw-away runs each of `processes` fresh processes makes before its seeds: pairwise
+/// different, so that at most one process can stand where the original did whatever process-wide
+/// state a run advances; at least 1; outside `taken` (counts that would repeat a seed's original
+/// position) while there are counts left up to [`THROWAWAY_RUNS_MAX`]; starting from a count in
+/// 1..=4 drawn from `seed`, so the check itself replays.
+fn throwaway_runs(processes: u32, seed: Seed, taken: &BTreeSet<u64>) -> Vec<u32> {
+    let span = THROWAWAY_RUNS_MAX.max(processes);
+    let start = (seed.child("sim.self-check.throwaway").0 % 4) as u32;
+    let counts = (0..span).map(|k| 1 + (start + k) % span);
+    let mut chosen: Vec<u32> =
+        counts.clone().filter(|n| !taken.contains(&u64::from(*n))).take(processes as usize).collect();
+    for n in counts {
+        if chosen.len() >= processes as usize {
+            break;
+        }
+        if !chosen.contains(&n) {
+            chosen.push(n);
+        }
+    }
+    chosen
+}
+
+/// "fresh process 2 (after 3 throw-away runs):"
+fn after_throwaway(process: usize, throwaway: u32) -> String {
+    format!("fresh process {process} (after {throwaway} throw-away run{}):", if throwaway == 1 { "" } else { "s" })
+}
+
 /// `None` when two runs of one seed agree on history and schedule; else what differs.
 fn compare(a: &Outcome, a_entries: &[Entry], b: &Outcome, b_entries: &[Entry]) -> Option<String> {
     if a.history_hash == b.history_hash && a.schedule_hash == b.schedule_hash {
@@ -636,4 +719,33 @@ fn compare(a: &Outcome, a_entries: &[Entry], b: &Outcome, b_entries: &[Entry]) -
         return Some(d.to_string());
     }
     Some(describe_hash_difference(a, b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn throwaway_counts_differ_per_process_avoid_the_original_positions_and_replay() {
+        for seed in 0..50 {
+            let taken = BTreeSet::from([0, 2, 3]);
+            let counts = throwaway_runs(5, Seed(seed), &taken);
+            assert_eq!(counts.len(), 5);
+            assert_eq!(counts.iter().collect::<BTreeSet<_>>().len(), 5, "pairwise different: {counts:?}");
+            assert!(counts.iter().all(|n| (1..=THROWAWAY_RUNS_MAX).contains(n)), "{counts:?}");
+            assert!(counts.iter().all(|n| !taken.contains(&u64::from(*n))), "{counts:?}");
+            assert_eq!(counts, throwaway_runs(5, Seed(seed), &taken), "drawn from the seed");
+        }
+        let starts: BTreeSet<u32> = (0..50).map(|s| throwaway_runs(1, Seed(s), &BTreeSet::new())[0]).collect();
+        assert_eq!(starts, BTreeSet::from([1, 2, 3, 4]), "the first count is drawn from the seed");
+    }
+
+    #[test]
+    fn throwaway_counts_stay_pairwise_different_when_every_count_is_taken() {
+        let taken: BTreeSet<u64> = (0..=u64::from(THROWAWAY_RUNS_MAX)).collect();
+        let counts = throwaway_runs(3, Seed(7), &taken);
+        assert_eq!(counts.iter().collect::<BTreeSet<_>>().len(), 3, "{counts:?}");
+        let many = throwaway_runs(THROWAWAY_RUNS_MAX + 6, Seed(7), &BTreeSet::new());
+        assert_eq!(many.iter().collect::<BTreeSet<_>>().len(), many.len(), "more processes than the limit");
+    }
 }
