@@ -35,6 +35,12 @@
 //! (set, state) pairs is what makes the search practical (Lowe's memoisation): two different
 //! orders of the same operations that reach the same state have the same future.
 //!
+//! One pruning beyond Lowe's: a read-only operation ([`Model::is_read_only`]: a read, a
+//! compare-and-set that did not write) that can take effect where the walk finds it is
+//! linearized there and never branched on — it can be moved to the front of any completion, so
+//! if the search fails after it, it fails before it too. Reads, most of a typical history, then
+//! cost no branching.
+//!
 //! The cache key is a Zobrist hash of the set (one random word per operation, XORed in and
 //! out as operations are linearized and undone) combined with the state's hash, so a lookup
 //! costs one hash of the state, not one of the set.
@@ -86,9 +92,14 @@ pub trait Model {
         None
     }
 
-    /// Whether the operation never changes the state (a read). Indeterminate read-only
-    /// operations are dropped before the search. Default: `false` (always safe).
-    fn is_read_only(&self, _input: &Self::Input) -> bool {
+    /// Whether the operation, answering `output` (`None`: indeterminate), leaves the state as it
+    /// was in every state it can take effect in: a read, a compare-and-set that answered "not
+    /// written". The search prunes with it: an indeterminate read-only operation is dropped
+    /// before the search (it can neither constrain nor explain anything), and a determinate one
+    /// that can take effect is linearized at once and never branched on (moving it to the front
+    /// of any completion changes no state another operation sees). Answering `true` wrongly
+    /// makes the checker wrong; the default, `false`, is always safe.
+    fn is_read_only(&self, _input: &Self::Input, _output: Option<&Self::Output>) -> bool {
         false
     }
 }
@@ -364,7 +375,7 @@ fn search<M: Model>(
         .filter(|&i| match history[i].ret {
             Return::Ok { .. } => true,
             Return::Failed => false,
-            Return::Unknown => !model.is_read_only(&history[i].input),
+            Return::Unknown => !model.is_read_only(&history[i].input, None),
         })
         .collect();
     let n = ops.len();
@@ -407,7 +418,8 @@ fn search<M: Model>(
     let mut bits = Bitset::new(n);
     let mut zob = 0u64;
     let mut cache: Cache<M::State> = Cache::new(bits.words.len());
-    let mut stack: Vec<(u32, M::State)> = Vec::new();
+    // (call node, state before it, whether the step left the state unchanged: a forced move).
+    let mut stack: Vec<(u32, M::State, bool)> = Vec::new();
     let mut state = model.init();
     let mut remaining = determinate;
     let mut steps = 0u64;
@@ -427,29 +439,47 @@ fn search<M: Model>(
                     deepest: best.0.len().max(stack.len()),
                 });
             }
-            if let Some(new) = model.step(&state, input(local), output(local)) {
-                bits.set(local);
-                zob ^= zobrist[local as usize];
-                let h = mix(zob ^ state_hash(&new));
-                if cache.insert(h, &bits.words, &new) {
-                    stack.push((cur, std::mem::replace(&mut state, new)));
-                    lift(&mut next, &mut prev, cur, ret_node[local as usize]);
-                    if ret_node[local as usize] != NIL {
-                        remaining -= 1;
-                    }
-                    cur = next[HEAD as usize];
-                    continue;
+            let Some(new) = model.step(&state, input(local), output(local)) else {
+                cur = next[cur as usize];
+                continue;
+            };
+            // A read-only operation (Model::is_read_only) that can take effect now may as well
+            // take effect first: in any completion from here it can be moved to the front (it
+            // changes no state the operations it passes see, and nothing pending had to precede
+            // it, or its call would lie after a return in the list). So it is no branch point: if
+            // the search fails after it, it fails here (see `forced` below), and a cache hit on
+            // it means the same.
+            let forced = model.is_read_only(input(local), output(local));
+            debug_assert!(
+                !forced || new == state,
+                "Model::is_read_only answered true for a step that changed the state"
+            );
+            bits.set(local);
+            zob ^= zobrist[local as usize];
+            let h = mix(zob ^ state_hash(&new));
+            if cache.insert(h, &bits.words, &new) {
+                stack.push((cur, std::mem::replace(&mut state, new), forced));
+                lift(&mut next, &mut prev, cur, ret_node[local as usize]);
+                if ret_node[local as usize] != NIL {
+                    remaining -= 1;
                 }
-                bits.clear(local);
-                zob ^= zobrist[local as usize];
+                cur = next[HEAD as usize];
+                continue;
             }
-            cur = next[cur as usize];
-        } else {
+            bits.clear(local);
+            zob ^= zobrist[local as usize];
+            if !forced {
+                cur = next[cur as usize];
+                continue;
+            }
+        } else if stack.len() > best.0.len() || best.1 == NIL {
             // An operation that must have taken effect by now has not: backtrack.
-            if stack.len() > best.0.len() || best.1 == NIL {
-                best = (stack.iter().map(|(node, _)| node_op[*node as usize]).collect(), local, Some(state.clone()));
-            }
-            let Some((node, old)) = stack.pop() else {
+            best = (stack.iter().map(|(node, ..)| node_op[*node as usize]).collect(), local, Some(state.clone()));
+        }
+        // Backtrack: undo the last operation linearized, and go on to the next call after it;
+        // undoing a forced move means the state before it fails too, so undo further.
+        loop {
+            let Some((node, old, forced)) = stack.pop() else {
                 return Validity::NotLinearizable(explain(model, history, &ops, key, best));
             };
             state = old;
@@ -461,6 +491,9 @@ fn search<M: Model>(
                 remaining += 1;
             }
             cur = next[node as usize];
+            if !forced {
+                break;
+            }
         }
     }
     Validity::Linearizable
@@ -739,8 +772,8 @@ impl<V: Clone + Eq + Hash + Debug> Model for Register<V> {
         }
     }
 
-    fn is_read_only(&self, input: &RegisterOp<V>) -> bool {
-        matches!(input, RegisterOp::Read)
+    fn is_read_only(&self, input: &RegisterOp<V>, output: Option<&RegisterOut<V>>) -> bool {
+        matches!((input, output), (RegisterOp::Read, _) | (RegisterOp::Cas { .. }, Some(RegisterOut::Cas(false))))
     }
 }
 
@@ -859,7 +892,7 @@ impl Model for KvMap {
         Some(&input.key)
     }
 
-    fn is_read_only(&self, input: &KvOp) -> bool {
-        matches!(input.command, KvCommand::Get)
+    fn is_read_only(&self, input: &KvOp, output: Option<&KvOut>) -> bool {
+        matches!((&input.command, output), (KvCommand::Get, _) | (KvCommand::Cas { .. }, Some(KvOut::Cas(false))))
     }
 }
