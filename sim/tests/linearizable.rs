@@ -303,3 +303,25 @@ fn the_random_histories_include_both_verdicts() {
     }
     assert!(yes > 100 && no > 100, "{yes} linearizable, {no} not: the property tests would check one side only");
 }
+
+#[test]
+fn the_docs_example_names_the_key_and_the_read_that_cannot_be_placed() {
+    // docs/src/linearizability.md
+    let history = vec![
+        Op::ok("c1", ms(0), ms(10), KvOp::put("x", "1"), KvOut::Done),
+        Op::ok("c2", ms(5), ms(15), KvOp::get("x"), KvOut::value(None)),
+        Op::unknown("c3", ms(20), KvOp::append("x", "2")),
+        Op::ok("c2", ms(30), ms(40), KvOp::get("x"), KvOut::value(Some("12"))),
+        Op::ok("c1", ms(50), ms(60), KvOp::get("x"), KvOut::value(Some("1"))),
+    ];
+    let Validity::NotLinearizable(why) = linearizable::check(&KvMap, &history).expect("well-formed") else {
+        panic!("an append seen, then unseen")
+    };
+    assert_eq!(
+        (why.partition.as_deref(), why.blocked, why.prefix.as_slice()),
+        (Some("x"), 4, &[1, 0, 2, 3][..]),
+        "{why}"
+    );
+    assert_eq!(why.state, "Some(\"12\")", "{why}");
+    eprintln!("{why}");
+}
