@@ -13,6 +13,9 @@
 //!   operation declaring that effect ([`crate::workload::Operation::effect`]) was acknowledged
 //!   with that key; indeterminate outcomes must be resolved by a retry with the same key (effects
 //!   are recorded with [`effect`]);
+//! - [`failed_took_no_effect`] (run by [`idempotency`] too): Jepsen's rule that an operation
+//!   reported as failed took no effect — an effect under its key that no acknowledged or
+//!   indeterminate operation explains fails the run (oracle `failed-took-no-effect`);
 //! - [`OneResponse`]: every request ends with exactly one response or transport error (requests
 //!   are recorded with the run's [`RequestLog`]);
 //! - the node lifecycle oracles live with the nodes ([`crate::node`]): the exit cause matches the
@@ -22,7 +25,10 @@
 //!   settings ([`LivenessBound`]);
 //! - [`list_append`]: a Jepsen-style list-append checker for logs (appends, reads at offsets,
 //!   live subscribers) over a recorded history, as a function and as a check
-//!   ([`list_append::ListAppend`]).
+//!   ([`list_append::ListAppend`]);
+//! - [`linearizable`]: a linearizability checker (Wing & Gong / Lowe's search, as in Porcupine
+//!   and Knossos) for registers, compare-and-set registers and key-value maps, per key, or any
+//!   sequential [`linearizable::Model`].
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -34,6 +40,7 @@ use crate::history::Entry;
 use crate::report::{Class, Failure};
 use crate::workload::{OpOutcome, OpRecord};
 
+pub mod linearizable;
 pub mod list_append;
 
 /// A check's answer.
@@ -274,44 +281,34 @@ impl DeclaredEffects {
 ///   ([`crate::workload::Operation::effect`]) and ended [`OpOutcome::Ok`] took exactly one effect
 ///   of `kind` under its key. Keys whose every operation was indeterminate may have taken effect
 ///   once or not at all; operations that do not declare `kind` (reads) are not expected to take
-///   it.
+///   it;
+/// - **failed means no effect** (Jepsen's rule for `:fail`), checked last by
+///   [`failed_took_no_effect`]: an effect under a key whose operations include one reported
+///   [`OpOutcome::Failed`] must be explained by an acknowledged or indeterminate operation.
 ///
 /// The link between operations and effects is that declaration, never the text of an outcome.
 ///
 /// # Errors
 /// A correctness failure of oracle `idempotency` naming the key, its effects and its operations;
 /// also when no operation of the run's workloads declares `kind` (the oracle could not tell which
-/// acknowledged operations must have taken it).
+/// acknowledged operations must have taken it). A failed operation that took effect is a
+/// correctness failure of oracle `failed-took-no-effect` ([`failed_took_no_effect`]).
 pub fn idempotency(ctx: &Ctx, records: &[OpRecord], kind: &str) -> Result<(), Failure> {
-    let declared = ctx.extension::<DeclaredEffects>().contains(kind)
-        || records.iter().any(|r| r.effects.iter().any(|k| k == kind));
-    if !declared {
-        return Err(Failure::correctness(
-            "idempotency",
-            format!(
-                "no operation declares the effect kind {kind:?}: declare it with Operation::effect({kind:?}) on the \
-                 operations whose acknowledgement means one such effect"
-            ),
-        ));
-    }
+    declared(ctx, records, kind, "idempotency")?;
     let effects = ctx.extension::<Effects>();
-    let mut by_key: BTreeMap<&str, Vec<&OpRecord>> = BTreeMap::new();
-    for r in records {
-        by_key.entry(r.key.as_str()).or_default().push(r);
-    }
-    let ops = |key: &str| -> String {
-        by_key
-            .get(key)
-            .map(|v| v.iter().map(|r| format!("{}#{} {:?}", r.name, r.id, r.outcome)).collect::<Vec<_>>().join(", "))
-            .unwrap_or_default()
-    };
+    let by_key = by_key(records);
     for key in effects.all().keys() {
         let taken = effects.of_kind(key, kind);
         if taken.len() > 1 {
             let list: Vec<String> = taken.iter().map(|(detail, at)| format!("{kind} {detail} at {at:?}")).collect();
             return Err(Failure::correctness(
                 "idempotency",
-                format!("key {key} took effect {} times: {} (operations: {})", taken.len(), list.join(", "), ops(key)),
+                format!(
+                    "key {key} took effect {} times: {} (operations: {})",
+                    taken.len(),
+                    list.join(", "),
+                    describe_ops(&by_key, key)
+                ),
             ));
         }
     }
@@ -319,11 +316,111 @@ pub fn idempotency(ctx: &Ctx, records: &[OpRecord], kind: &str) -> Result<(), Fa
         if r.outcome.is_ok() && r.effects.iter().any(|k| k == kind) && effects.of_kind(&r.key, kind).is_empty() {
             return Err(Failure::correctness(
                 "idempotency",
-                format!("key {} was acknowledged but took no {kind} effect (operations: {})", r.key, ops(&r.key)),
+                format!(
+                    "key {} was acknowledged but took no {kind} effect (operations: {})",
+                    r.key,
+                    describe_ops(&by_key, &r.key)
+                ),
             ));
         }
     }
+    failed_took_no_effect(ctx, records, kind)
+}
+
+/// Jepsen's rule "an operation reported as failed took no effect", for effects of `kind`
+/// ([`effect`]) and the operations that declare it ([`crate::workload::Operation::effect`]).
+///
+/// For each effect of `kind` recorded under a key that has an operation reported
+/// [`OpOutcome::Failed`], some other operation of that key must explain it: one that was
+/// acknowledged ([`OpOutcome::Ok`]) and was running when the effect was recorded (started at or
+/// before it, ended at or after it), or one that was indeterminate and had started by then (its
+/// effect may land any time later, Jepsen's `:info`). An effect no such operation explains, at a
+/// time a failed operation of the key had started, was taken by a failed operation: a
+/// correctness failure. (A non-idempotent retry whose first attempt was reported failed, after
+/// the service had in fact applied it, is the case this catches.) Where a failed and an
+/// acknowledged operation of the key both cover the effect's instant, the effect is credited to
+/// the acknowledged one: the rule stays quiet rather than guess.
+///
+/// Run by [`idempotency`] after its own rules; callable on its own.
+///
+/// # Errors
+/// A correctness failure of oracle `failed-took-no-effect` naming the failed operation, its key,
+/// the effect and when it was recorded, and the key's operations; also (oracle
+/// `failed-took-no-effect`) when no operation declares `kind`.
+pub fn failed_took_no_effect(ctx: &Ctx, records: &[OpRecord], kind: &str) -> Result<(), Failure> {
+    const ORACLE: &str = "failed-took-no-effect";
+    declared(ctx, records, kind, ORACLE)?;
+    let effects = ctx.extension::<Effects>();
+    let by_key = by_key(records);
+    for (key, ops) in &by_key {
+        let declaring: Vec<&&OpRecord> = ops.iter().filter(|r| r.effects.iter().any(|k| k == kind)).collect();
+        if !declaring.iter().any(|r| matches!(r.outcome, OpOutcome::Failed(_))) {
+            continue;
+        }
+        for (detail, at) in effects.of_kind(key, kind) {
+            let explained = declaring.iter().any(|r| match r.outcome {
+                OpOutcome::Ok(_) => r.started <= at && at <= r.ended,
+                OpOutcome::Indeterminate(_) => r.started <= at,
+                OpOutcome::Failed(_) => false,
+            });
+            if explained {
+                continue;
+            }
+            let culprit = declaring.iter().find(|r| matches!(r.outcome, OpOutcome::Failed(_)) && r.started <= at);
+            if let Some(r) = culprit {
+                let OpOutcome::Failed(why) = &r.outcome else { unreachable!("found as failed") };
+                return Err(Failure::correctness(
+                    ORACLE,
+                    format!(
+                        "operation {}#{} (key {key}, client {}) was reported failed ({why:?}) but took effect: \
+                         {kind} {detail} at {at:?}, which no acknowledged or indeterminate operation of the key \
+                         explains (operations: {})",
+                        r.name,
+                        r.id,
+                        r.client,
+                        describe_ops(&by_key, key)
+                    ),
+                ));
+            }
+        }
+    }
     Ok(())
+}
+
+/// Fails (as `oracle`) when no operation of the run declares the effect kind.
+fn declared(ctx: &Ctx, records: &[OpRecord], kind: &str, oracle: &str) -> Result<(), Failure> {
+    let declared = ctx.extension::<DeclaredEffects>().contains(kind)
+        || records.iter().any(|r| r.effects.iter().any(|k| k == kind));
+    if declared {
+        return Ok(());
+    }
+    Err(Failure::correctness(
+        oracle,
+        format!(
+            "no operation declares the effect kind {kind:?}: declare it with Operation::effect({kind:?}) on the \
+             operations whose acknowledgement means one such effect"
+        ),
+    ))
+}
+
+fn by_key(records: &[OpRecord]) -> BTreeMap<&str, Vec<&OpRecord>> {
+    let mut by_key: BTreeMap<&str, Vec<&OpRecord>> = BTreeMap::new();
+    for r in records {
+        by_key.entry(r.key.as_str()).or_default().push(r);
+    }
+    by_key
+}
+
+fn describe_ops(by_key: &BTreeMap<&str, Vec<&OpRecord>>, key: &str) -> String {
+    by_key
+        .get(key)
+        .map(|v| {
+            v.iter()
+                .map(|r| format!("{}#{} {:?} [{:?}, {:?}]", r.name, r.id, r.outcome, r.started, r.ended))
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .unwrap_or_default()
 }
 
 #[derive(Default, Debug)]

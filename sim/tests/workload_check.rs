@@ -88,6 +88,85 @@ fn the_idempotency_oracle_fires_on_an_acknowledged_key_without_effect() {
     assert!(failure.message.contains("acknowledged but took no add effect"), "{failure}");
 }
 
+/// A payment service whose first attempt answers "failed" after charging (the bug a
+/// non-idempotent retry path hides), or, fixed, answers failed without charging.
+fn flaky_payments(charges_on_failure: bool) -> Workload<()> {
+    Workload::new(()).op(Operation::new("pay", 1, move |op: OpCtx<()>| async move {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let retry = op.key() != format!("op-{}", op.id());
+        if !retry {
+            if charges_on_failure {
+                check::effect(op.ctx(), "charge", op.key(), "10 EUR");
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            return OpOutcome::Failed("503 try again".into());
+        }
+        // The retry finds the key's charge (if any) and does not charge again.
+        if op.ctx().extension::<check::Effects>().of_kind(op.key(), "charge").is_empty() {
+            check::effect(op.ctx(), "charge", op.key(), "10 EUR");
+        }
+        OpOutcome::Ok("paid".into())
+    })
+    .effect("charge"))
+}
+
+#[test]
+fn an_operation_reported_failed_that_took_effect_fails_the_no_effect_rule() {
+    let report = Simulation::new("failed_took_effect").seeds(0..2).confirm(0).run(|ctx: Ctx| async move {
+        let w = flaky_payments(true);
+        let first = w.run_one(&ctx, "pay", "client-0", None).await.expect("pay exists");
+        let retry = w.run_one(&ctx, "pay", "client-0", Some(first.key.clone())).await.expect("pay exists");
+        // At most once and exactly once if acknowledged both hold: one charge, and the retry was ok.
+        check::idempotency(&ctx, &[first, retry], "charge")
+    });
+    assert_eq!(report.failures().count(), 2, "{report}");
+    let failure = report.first_failure().and_then(|o| o.failure.clone()).expect("caught");
+    assert_eq!(failure.class, Class::Correctness, "{failure}");
+    assert_eq!(failure.oracle.as_deref(), Some("failed-took-no-effect"), "{failure}");
+    assert!(failure.message.contains("pay#1 (key op-1, client client-0) was reported failed"), "{failure}");
+    assert!(failure.message.contains("charge 10 EUR at 5ms"), "{failure}");
+}
+
+#[test]
+fn a_failed_operation_without_effect_and_an_acknowledged_retry_pass_the_no_effect_rule() {
+    let report = Simulation::new("failed_no_effect").seeds(0..4).run(|ctx: Ctx| async move {
+        let w = flaky_payments(false);
+        let first = w.run_one(&ctx, "pay", "client-0", None).await.expect("pay exists");
+        let retry = w.run_one(&ctx, "pay", "client-0", Some(first.key.clone())).await.expect("pay exists");
+        check::idempotency(&ctx, &[first.clone(), retry.clone()], "charge")?;
+        check::failed_took_no_effect(&ctx, &[first, retry], "charge")
+    });
+    report.assert_passed();
+}
+
+#[test]
+fn an_indeterminate_operation_may_take_effect_after_it_ended() {
+    let report = Simulation::new("indeterminate_late_effect").seeds(0..2).run(|ctx: Ctx| async move {
+        let w = Workload::new(()).op(Operation::new("pay", 1, |op: OpCtx<()>| async move {
+            if op.key() == format!("op-{}", op.id()) {
+                // The client times out; the service charges later.
+                let (ctx, key) = (op.ctx().clone(), op.key().to_string());
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    check::effect(&ctx, "charge", &key, "late");
+                });
+                return OpOutcome::Indeterminate("timed out".into());
+            }
+            OpOutcome::Failed("409 already charged".into())
+        })
+        .effect("charge"));
+        let first = w.run_one(&ctx, "pay", "client-0", None).await.expect("pay exists");
+        // A retry answered "failed" (a conflict) while the indeterminate attempt's charge lands.
+        let retry = w.run_one(&ctx, "pay", "client-0", Some(first.key.clone())).await.expect("pay exists");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if ctx.extension::<check::Effects>().of_kind(&first.key, "charge").len() != 1 {
+            return Err(Failure::correctness("test", "the late charge was recorded"));
+        }
+        check::idempotency(&ctx, &[first, retry], "charge")
+    });
+    report.assert_passed();
+}
+
 #[test]
 fn one_response_per_request() {
     let quiet = Simulation::new("one_response_ok").seeds(0..2).run(|ctx: Ctx| async move {
