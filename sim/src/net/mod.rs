@@ -405,7 +405,9 @@ impl Network {
     }
 
     /// Resolves a name: a host's address, a ClusterIP service's virtual address, or every address
-    /// of a headless service (in endpoint order). An IP literal resolves to itself.
+    /// of a headless service (in endpoint order). An IP literal resolves to itself; `localhost`
+    /// to `127.0.0.1` (the `/etc/hosts` line every image has; glibc adds `::1` only where
+    /// `/etc/hosts` lists it too, as this project's measured machine does not).
     ///
     /// # Errors
     /// An unknown name fails as `getaddrinfo` does: `failed to lookup address information: Name
@@ -413,6 +415,9 @@ impl Network {
     pub fn resolve(&self, name: &str) -> io::Result<Vec<IpAddr>> {
         if let Ok(ip) = name.parse::<IpAddr>() {
             return Ok(vec![ip]);
+        }
+        if name == "localhost" {
+            return Ok(vec![IpAddr::from([127, 0, 0, 1])]);
         }
         let st = self.core.lock();
         match st.names.get(name) {
