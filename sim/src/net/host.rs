@@ -141,12 +141,20 @@ impl Host {
         &self.net
     }
 
-    /// Listens on `addr` (a port, `:port`, `0.0.0.0:port` or this host's `ip:port`) with the
-    /// network's default backlog (1024, tokio's).
+    /// Listens on `addr` with the network's default backlog (1024, tokio's). `addr` is a port,
+    /// `:port`, `0.0.0.0:port` or this host's `ip:port` (the listener reports the host's address,
+    /// what other hosts dial); a loopback `127.x.y.z:port` (reported as bound; it also answers the
+    /// host's address: one interface per host); `[::1]:port`, the host's IPv6 loopback, a port
+    /// space of its own; `[::]:port`, dual stack (IPv6 and IPv4, Linux's `bindv6only = 0`;
+    /// connections over IPv4 show v4-mapped addresses); or `[::ffff:a.b.c.d]:port`, an IPv4
+    /// address of those through an IPv6 socket. Port 0 picks an ephemeral port. Measured on Linux
+    /// 6.x (the conformance suite's `ipv6_loopback_and_dual_stack_listeners_as_linux`).
     ///
     /// # Errors
-    /// `EADDRINUSE` when a listener already has the address; `EADDRNOTAVAIL` for another host's
-    /// address; `InvalidInput` for an address that does not parse.
+    /// `EADDRINUSE` when a listener of the same family already has the port (a `[::]` listener
+    /// and an IPv4 one conflict either way; `127.0.0.1:P` and `[::1]:P` do not); `EADDRNOTAVAIL`
+    /// for an address the host does not have (another host's, any IPv6 address but `::1`, `::`
+    /// and v4-mapped ones); `InvalidInput` for an address that does not parse.
     pub fn listen(&self, addr: &str) -> io::Result<TcpListener> {
         let backlog = self.net.core.lock().config.backlog;
         self.listen_with_backlog(addr, backlog)
@@ -200,10 +208,14 @@ impl Host {
 
     /// Dials `target` — `name:port` or `ip:port` — like `tokio::net::TcpStream::connect`. A
     /// ClusterIP name goes to one backend chosen by the seed; a headless name to its first
-    /// address. The handshake takes a round trip on the links.
+    /// address. The handshake takes a round trip on the links. `localhost`, 127.0.0.0/8,
+    /// `0.0.0.0`, `[::1]` and `[::]` are this host (its loopback: the connection's addresses are
+    /// loopback ones, as on Linux); `[::ffff:a.b.c.d]` dials `a.b.c.d` through an IPv6 socket.
     ///
     /// # Errors
     /// `InvalidInput` for a target without a port; a lookup error for an unknown name;
+    /// `ENETUNREACH` at once for an IPv6 address other than `::1`, `::` and v4-mapped ones (the
+    /// network's hosts have IPv4 addresses only);
     /// `ECONNREFUSED` when nothing listens (or a [`super::RefuseDials`] control); `ETIMEDOUT`
     /// after the SYN retries when nothing answers (a full accept queue, a silent host, a
     /// [`super::BlackholeDials`] control).
