@@ -525,3 +525,33 @@ fn misconfigured_controls_and_configs_change_nothing_and_never_panic() {
         })
         .assert_passed();
 }
+
+// Issue 11: the SYN retransmission timer stops when the dial is answered (Linux stops it at the
+// SYN-ACK), so an answered dial leaves no `net.syn.timer` entry in the history; a dial whose SYN
+// was lost records the retry that brought it through, and nothing after.
+#[test]
+fn an_answered_dial_cancels_its_syn_timer() {
+    scenario("syn_timer", |ctx| async move {
+        let net = ctx.net();
+        let _listener = net.host("server").listen("80").map_err(fail)?;
+        let client = net.host("client");
+        let _first = client.dial("server:80").await.map_err(fail)?;
+        let clog = net.install(Clog::link("client", "server"));
+        let lifted = tokio::spawn(async move {
+            sleep(Duration::from_millis(1500)).await;
+            clog.release();
+        });
+        let start = Instant::now();
+        let second = client.dial("server:80").await.map_err(fail)?;
+        check(
+            start.elapsed() >= Duration::from_secs(3),
+            format!("the second dial needed its retries: {:?}", start.elapsed()),
+        )?;
+        lifted.await.map_err(fail)?;
+        sleep(Duration::from_secs(130)).await; // past every timer the dials would have had
+        let timers: Vec<String> =
+            ctx.history().entries().filter(|e| e.kind == "net.syn.timer").map(|e| e.identity.clone()).collect();
+        let expected = [1, 2].map(|n| format!("conn#{} SYN retry {n}", second.id()));
+        check(timers == expected, format!("only the lost SYN's retries are recorded: {timers:?}"))
+    });
+}

@@ -9,7 +9,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use super::state::{
-    self, Conn, Core, Dial, DialId, DialState, End, ListenerState, NameKind, Pipe, SegKind, errno, os_error,
+    self, Conn, Core, Dial, DialId, DialState, End, ListenKey, ListenerState, NameKind, Pipe, SegKind, errno, os_error,
 };
 use super::{Network, TcpListener, TcpStream, control};
 use crate::Event;
@@ -19,6 +19,10 @@ struct Route {
     to: SocketAddr,
     host: Option<String>,
     dialed: SocketAddr,
+    /// The dialer's own address when it is not the host's (a loopback dial: `127.0.0.1`, `::1`).
+    local: Option<IpAddr>,
+    /// An IPv6 socket carrying IPv4 (a v4-mapped target): its addresses show v4-mapped.
+    mapped: bool,
 }
 
 /// Options for one dial.
@@ -45,9 +49,23 @@ impl std::fmt::Debug for Host {
     }
 }
 
-/// Parses a listen address: a port (`8080`), `:8080`, `0.0.0.0:8080`, or this host's own
-/// `ip:port`.
-fn listen_port(host_addr: IpAddr, text: &str) -> io::Result<u16> {
+/// Where a listen address binds (see [`Host::listen`]).
+struct Bind {
+    port: u16,
+    /// An IPv6 socket.
+    v6: bool,
+    /// `[::]`: IPv6 and IPv4 (dual stack).
+    dual: bool,
+    /// An IPv6 socket that carries IPv4 (`[::]` or `[::ffff:a.b.c.d]`).
+    maps_v4: bool,
+    /// The address the listener reports; `None`: the host's own address.
+    shown: Option<IpAddr>,
+}
+
+/// Parses a listen address: a port (`8080`), `:8080`, `0.0.0.0:8080`, this host's own `ip:port`,
+/// a loopback `127.x.y.z:port`, `[::1]:port`, `[::]:port` (dual stack) or a v4-mapped
+/// `[::ffff:a.b.c.d]:port` of one of those IPv4 addresses.
+fn parse_bind(host_addr: IpAddr, text: &str) -> io::Result<Bind> {
     // (Port 0 asks for an ephemeral port: see `listen_with_backlog`.)
     let t = text.trim();
     let invalid = || {
@@ -56,17 +74,32 @@ fn listen_port(host_addr: IpAddr, text: &str) -> io::Result<u16> {
             format!("invalid listen address {text:?}: expected a port, :port or ip:port"),
         )
     };
+    let v4 = |port| Bind { port, v6: false, dual: false, maps_v4: false, shown: None };
     if let Ok(port) = t.trim_start_matches(':').parse::<u16>() {
-        return Ok(port);
+        return Ok(v4(port));
     }
     let addr: SocketAddr = t.parse().map_err(|_| invalid())?;
-    // Loopback addresses are this host too (a listener there also answers the host's address:
-    // the model has one interface per host).
-    if addr.ip().is_unspecified() || addr.ip() == host_addr || addr.ip().is_loopback() {
-        Ok(addr.port())
-    } else {
-        // bind(2) to an address the host does not have.
-        Err(os_error(errno::EADDRNOTAVAIL))
+    let port = addr.port();
+    match addr.ip() {
+        // The host's address and the wildcard: the listener reports the host's address (what
+        // other hosts dial). Loopback addresses are this host too, reported as bound (the model
+        // has one interface per host: a listener there also answers the host's address).
+        IpAddr::V4(ip) if ip.is_unspecified() || IpAddr::V4(ip) == host_addr => Ok(v4(port)),
+        IpAddr::V4(ip) if ip.is_loopback() => Ok(Bind { shown: Some(IpAddr::V4(ip)), ..v4(port) }),
+        IpAddr::V6(ip) if ip.is_loopback() => {
+            Ok(Bind { port, v6: true, dual: false, maps_v4: false, shown: Some(IpAddr::V6(ip)) })
+        }
+        IpAddr::V6(ip) if ip.is_unspecified() => {
+            Ok(Bind { port, v6: true, dual: true, maps_v4: true, shown: Some(IpAddr::V6(ip)) })
+        }
+        IpAddr::V6(ip) if ip.to_ipv4_mapped().is_some() => {
+            let inner = ip.to_ipv4_mapped().map(|v4| SocketAddr::new(IpAddr::V4(v4), port)).ok_or_else(invalid)?;
+            let bind = parse_bind(host_addr, &inner.to_string())?;
+            let shown = state::v4_mapped(SocketAddr::new(bind.shown.unwrap_or(host_addr), port)).ip();
+            Ok(Bind { maps_v4: true, shown: Some(shown), ..bind })
+        }
+        // bind(2) to an address the host does not have (hosts have no IPv6 address but `::1`).
+        _ => Err(os_error(errno::EADDRNOTAVAIL)),
     }
 }
 
@@ -108,12 +141,20 @@ impl Host {
         &self.net
     }
 
-    /// Listens on `addr` (a port, `:port`, `0.0.0.0:port` or this host's `ip:port`) with the
-    /// network's default backlog (1024, tokio's).
+    /// Listens on `addr` with the network's default backlog (1024, tokio's). `addr` is a port,
+    /// `:port`, `0.0.0.0:port` or this host's `ip:port` (the listener reports the host's address,
+    /// what other hosts dial); a loopback `127.x.y.z:port` (reported as bound; it also answers the
+    /// host's address: one interface per host); `[::1]:port`, the host's IPv6 loopback, a port
+    /// space of its own; `[::]:port`, dual stack (IPv6 and IPv4, Linux's `bindv6only = 0`;
+    /// connections over IPv4 show v4-mapped addresses); or `[::ffff:a.b.c.d]:port`, an IPv4
+    /// address of those through an IPv6 socket. Port 0 picks an ephemeral port. Measured on Linux
+    /// 6.x (the conformance suite's `ipv6_loopback_and_dual_stack_listeners_as_linux`).
     ///
     /// # Errors
-    /// `EADDRINUSE` when a listener already has the address; `EADDRNOTAVAIL` for another host's
-    /// address; `InvalidInput` for an address that does not parse.
+    /// `EADDRINUSE` when a listener of the same family already has the port (a `[::]` listener
+    /// and an IPv4 one conflict either way; `127.0.0.1:P` and `[::1]:P` do not); `EADDRNOTAVAIL`
+    /// for an address the host does not have (another host's, any IPv6 address but `::1`, `::`
+    /// and v4-mapped ones); `InvalidInput` for an address that does not parse.
     pub fn listen(&self, addr: &str) -> io::Result<TcpListener> {
         let backlog = self.net.core.lock().config.backlog;
         self.listen_with_backlog(addr, backlog)
@@ -124,12 +165,17 @@ impl Host {
     /// # Errors
     /// As [`Host::listen`].
     pub fn listen_with_backlog(&self, addr: &str, backlog: usize) -> io::Result<TcpListener> {
-        let port = listen_port(self.addr, addr)?;
+        let bind = parse_bind(self.addr, addr)?;
         let mut st = self.net.core.lock();
         let incarnation = self.check_live(&mut st)?;
-        let port = if port == 0 { st.alloc_listen_port(&self.name)? } else { port };
-        let sock = SocketAddr::new(self.addr, port);
-        if st.listening.contains_key(&sock) {
+        let port = if bind.port == 0 { st.alloc_listen_port(&self.name)? } else { bind.port };
+        let sock = SocketAddr::new(bind.shown.unwrap_or(self.addr), port);
+        let key = ListenKey { host: self.addr, v6: bind.v6, port };
+        let other = ListenKey { v6: !bind.v6, ..key };
+        // Linux's bind conflicts: one listener per family and port; a dual-stack `[::]` one takes
+        // the IPv4 port too (bindv6only = 0), so it conflicts with an IPv4 listener either way.
+        let dual_other = st.listening.get(&other).is_some_and(|id| st.listeners.get(id).is_some_and(|l| l.dual));
+        if st.listening.contains_key(&key) || (bind.dual && st.listening.contains_key(&other)) || dual_other {
             return Err(os_error(errno::EADDRINUSE));
         }
         let id = st.next_id();
@@ -137,6 +183,8 @@ impl Host {
             id,
             ListenerState {
                 host: self.name.clone(),
+                dual: bind.dual,
+                maps_v4: bind.maps_v4,
                 incarnation,
                 backlog,
                 queue: Default::default(),
@@ -144,7 +192,7 @@ impl Host {
                 waker: None,
             },
         );
-        st.listening.insert(sock, id);
+        st.listening.insert(key, id);
         drop(st);
         self.net.core.record("net.listen", &self.name, sock.to_string());
         Ok(TcpListener::new(self.net.clone(), id, sock))
@@ -160,10 +208,14 @@ impl Host {
 
     /// Dials `target` — `name:port` or `ip:port` — like `tokio::net::TcpStream::connect`. A
     /// ClusterIP name goes to one backend chosen by the seed; a headless name to its first
-    /// address. The handshake takes a round trip on the links.
+    /// address. The handshake takes a round trip on the links. `localhost`, 127.0.0.0/8,
+    /// `0.0.0.0`, `[::1]` and `[::]` are this host (its loopback: the connection's addresses are
+    /// loopback ones, as on Linux); `[::ffff:a.b.c.d]` dials `a.b.c.d` through an IPv6 socket.
     ///
     /// # Errors
     /// `InvalidInput` for a target without a port; a lookup error for an unknown name;
+    /// `ENETUNREACH` at once for an IPv6 address other than `::1`, `::` and v4-mapped ones (the
+    /// network's hosts have IPv4 addresses only);
     /// `ECONNREFUSED` when nothing listens (or a [`super::RefuseDials`] control); `ETIMEDOUT`
     /// after the SYN retries when nothing answers (a full accept queue, a silent host, a
     /// [`super::BlackholeDials`] control).
@@ -193,17 +245,38 @@ impl Host {
 
     /// Picks the destination of a new connection to `name:port`.
     fn route(&self, name: &str, port: u16) -> io::Result<Route> {
-        let mut st = self.net.core.lock();
-        // Loopback: `localhost` and 127.0.0.0/8 are this host.
-        let loopback = name == "localhost" || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback());
-        if loopback {
-            let to = SocketAddr::new(self.addr, port);
-            return Ok(Route {
-                to,
-                host: Some(self.name.clone()),
-                dialed: SocketAddr::new(name.parse().unwrap_or([127, 0, 0, 1].into()), port),
-            });
+        let ip = name.parse::<IpAddr>().ok();
+        // A v4-mapped IPv6 address is its IPv4 address, reached through an IPv6 socket (tokio's
+        // connect opens an AF_INET6 socket for it): the dialer sees its addresses v4-mapped.
+        if let Some(v4) = ip.and_then(|ip| match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped(),
+            IpAddr::V4(_) => None,
+        }) {
+            let route = self.route(&v4.to_string(), port)?;
+            return Ok(Route { dialed: state::v4_mapped(route.dialed), mapped: true, ..route });
         }
+        // Loopback: `localhost`, 127.0.0.0/8 and `::1` are this host, and so is the wildcard
+        // address (Linux connects `0.0.0.0` to 127.0.0.1 and `::` to ::1). The dialer's address is
+        // the loopback one; IPv4 and IPv6 reach listeners of their own family (or `[::]`).
+        let loopback = match ip {
+            _ if name == "localhost" => Some(IpAddr::from([127, 0, 0, 1])),
+            Some(IpAddr::V4(v4)) if v4.is_unspecified() => Some(IpAddr::from([127, 0, 0, 1])),
+            Some(IpAddr::V6(v6)) if v6.is_unspecified() => Some(IpAddr::V6(std::net::Ipv6Addr::LOCALHOST)),
+            Some(ip) if ip.is_loopback() => Some(ip),
+            _ => None,
+        };
+        if let Some(to_ip) = loopback {
+            let local =
+                if to_ip.is_ipv4() { IpAddr::from([127, 0, 0, 1]) } else { IpAddr::V6(std::net::Ipv6Addr::LOCALHOST) };
+            let to = SocketAddr::new(to_ip, port);
+            return Ok(Route { to, host: Some(self.name.clone()), dialed: to, local: Some(local), mapped: false });
+        }
+        if ip.is_some_and(|ip| ip.is_ipv6()) {
+            // Hosts have IPv4 addresses only (and `::1`): no route to any other IPv6 address, as
+            // Linux answers connect(2) on a host without an IPv6 route.
+            return Err(os_error(errno::ENETUNREACH));
+        }
+        let mut st = self.net.core.lock();
         let kind = match name.parse::<IpAddr>() {
             Ok(ip) => match st.by_addr.get(&ip).cloned() {
                 Some(n) => st.names.get(&n).cloned().map(|k| (n, k)),
@@ -216,7 +289,7 @@ impl Host {
             Some((_, NameKind::Host(ip))) => {
                 let host = st.by_addr.get(&ip).cloned();
                 let to = SocketAddr::new(ip, port);
-                Ok(Route { to, host, dialed: to })
+                Ok(Route { to, host, dialed: to, local: None, mapped: false })
             }
             Some((svc, NameKind::ClusterIp { vip, backends })) => {
                 let live: Vec<String> = backends.into_iter().filter(|b| st.hosts.contains_key(b)).collect();
@@ -231,25 +304,26 @@ impl Host {
                 let pick = source.below(live.len() as u64) as usize;
                 let host = live[pick].clone();
                 let ip = st.hosts.get(&host).map(|h| h.addr).ok_or_else(|| os_error(errno::ECONNREFUSED))?;
-                Ok(Route { to: SocketAddr::new(ip, port), host: Some(host), dialed: SocketAddr::new(vip, port) })
+                let (to, dialed) = (SocketAddr::new(ip, port), SocketAddr::new(vip, port));
+                Ok(Route { to, host: Some(host), dialed, local: None, mapped: false })
             }
             Some((_, NameKind::Headless { backends })) => {
                 let first = backends.iter().find_map(|b| st.hosts.get(b).map(|h| (h.addr, b.clone())));
                 let (ip, host) = first.ok_or_else(not_found)?;
                 let to = SocketAddr::new(ip, port);
-                Ok(Route { to, host: Some(host), dialed: to })
+                Ok(Route { to, host: Some(host), dialed: to, local: None, mapped: false })
             }
             None if name.parse::<IpAddr>().is_ok() => {
                 // An address no host has: nothing answers.
                 let to = SocketAddr::new(name.parse().expect("checked"), port);
-                Ok(Route { to, host: None, dialed: to })
+                Ok(Route { to, host: None, dialed: to, local: None, mapped: false })
             }
             None => Err(not_found()),
         }
     }
 
     async fn connect(&self, target: &str, name: &str, route: Route, options: DialOptions) -> io::Result<TcpStream> {
-        let Route { to: addr, host: server_host, dialed } = route;
+        let Route { to: addr, host: server_host, dialed, local: local_ip, mapped } = route;
         let core = Arc::clone(&self.net.core);
         let dial_id = {
             let mut st = core.lock();
@@ -262,7 +336,7 @@ impl Host {
             let verdict = control::dial_verdict(&st, &names);
             let port = st.alloc_port(&self.name, addr)?;
             let conn_id = st.next_id();
-            let local = SocketAddr::new(self.addr, port);
+            let local = SocketAddr::new(local_ip.unwrap_or(self.addr), port);
             let syn_retries = options.syn_retries.unwrap_or(st.config.syn_retries);
             let server_name = server_host.clone().unwrap_or_else(|| format!("({})", addr.ip()));
             let links = [st.link(&self.name, &server_name), st.link(&server_name, &self.name)];
@@ -282,12 +356,19 @@ impl Host {
                     incarnations: [incarnation, 0],
                     listener: None,
                     dialed,
+                    mapped: [mapped, false],
                 },
             );
             let dial_id = st.next_id();
             st.dials.insert(
                 dial_id,
-                Dial { state: DialState::Pending { waker: None }, conn: conn_id, attempts: 0, syn_retries },
+                Dial {
+                    state: DialState::Pending { waker: None },
+                    conn: conn_id,
+                    attempts: 0,
+                    syn_retries,
+                    syn_timer: None,
+                },
             );
             drop(st);
             core.record("net.dial", &self.name, format!("conn#{conn_id} {local} -> {target} ({addr})"));
@@ -350,7 +431,8 @@ fn send_syn(core: &Arc<Core>, dial: DialId, blackholed: bool) {
         let label = format!("conn#{conn} SYN#{attempt}");
         core.driver.after(latency, Event::new("net.syn", label).action(move || syn_arrives(&core2, dial)));
     }
-    // The retransmission timer (or the final timeout) runs whatever happens to this SYN.
+    // The retransmission timer (or the final timeout) runs whatever happens to this SYN, until
+    // the dial ends (`finish_dial` and an abandoned dial cancel it).
     let core3 = Arc::clone(core);
     let wait = syn_backoff(attempt);
     let label = if attempt < retries {
@@ -358,7 +440,7 @@ fn send_syn(core: &Arc<Core>, dial: DialId, blackholed: bool) {
     } else {
         format!("conn#{conn} SYN timeout")
     };
-    core.driver.after(
+    let timer = core.driver.after(
         wait,
         Event::new("net.syn.timer", label).action(move || {
             let pending = core3.lock().dials.get(&dial).is_some_and(|d| matches!(d.state, DialState::Pending { .. }));
@@ -372,6 +454,9 @@ fn send_syn(core: &Arc<Core>, dial: DialId, blackholed: bool) {
             }
         }),
     );
+    if let Some(d) = st.dials.get_mut(&dial) {
+        d.syn_timer = Some(timer);
+    }
 }
 
 /// A SYN reaches the server side.
@@ -391,7 +476,7 @@ fn syn_arrives(core: &Arc<Core>, dial: DialId) {
         return; // lost: the retransmission timer will try again
     }
     let latency_back = st.link(&server, &client).latency;
-    let listener = st.listening.get(&server_addr).copied();
+    let listener = st.find_listener(&server, server_addr);
     let core2 = Arc::clone(core);
     match listener {
         None => {
@@ -414,10 +499,12 @@ fn syn_arrives(core: &Arc<Core>, dial: DialId) {
                 return;
             }
             let server_incarnation = l.incarnation;
+            let maps_v4 = l.maps_v4 && server_addr.is_ipv4();
             if let Some(l) = st.listeners.get_mut(&lid) {
                 l.handshaking.insert(conn);
             }
             if let Some(c) = st.conns.get_mut(&conn) {
+                c.mapped[1] = maps_v4;
                 c.ends[1].handles = 0;
                 c.incarnations[1] = server_incarnation;
                 c.listener = Some(lid);
@@ -476,6 +563,9 @@ fn finish_dial(core: &Arc<Core>, dial: DialId, result: io::Result<u64>) {
             return;
         }
     };
+    if let Some(timer) = d.syn_timer.take() {
+        core.driver.cancel(timer);
+    }
     let ok = result.is_ok();
     let detail = match &result {
         Ok(_) => "connected".to_string(),
@@ -529,6 +619,9 @@ impl Drop for DialFuture {
     fn drop(&mut self) {
         let mut st = self.core.lock();
         let Some(d) = st.dials.remove(&self.dial) else { return };
+        if let Some(timer) = d.syn_timer {
+            self.core.driver.cancel(timer);
+        }
         match d.state {
             // Abandoned mid-handshake: the socket closes in SYN_SENT; the server's half-open
             // connection is discarded by the RST its SYN-ACK meets. Nothing reaches `accept`.

@@ -34,7 +34,17 @@
 //! 8. an RST after the peer's FIN gives `EPIPE`/EOF, not `ECONNRESET`; the reset is reported once,
 //!    to whichever of read, write or `take_error` comes first; `peer_addr` then fails `ENOTCONN`;
 //! 9. `set_linger(Some(0))` then close sends RST;
-//! 10. a peer that never reads: writes are accepted up to the send bound, then block.
+//! 10. a peer that never reads: writes are accepted up to the send bound, then block; a writer
+//!     that blocked goes on only once a third of the bound is free again (Linux's
+//!     `sk_stream_write_space`), so a slow reader's small reads do not wake it;
+//! 11. `AsyncWriteExt::shutdown` on a connection that is over (reset, or both FINs) is `Ok(())`,
+//!     as tokio maps `ENOTCONN` (`shutdown(2)` itself fails `ENOTCONN`);
+//! 12. data reaching a socket that shut reading after sending its FIN resets it and is answered
+//!     with RST (RFC 1122): the writer's next write fails `EPIPE`, the socket reports
+//!     `ECONNRESET` once after what it had queued;
+//! 13. IPv6: `[::1]` is the host's own loopback with its own port space, `[::]` is dual stack and
+//!     shows IPv4 peers v4-mapped, `[::ffff:a.b.c.d]` is the IPv4 address through an IPv6 socket;
+//!     hosts have no other IPv6 address (dial `ENETUNREACH`, listen `EADDRNOTAVAIL`, at once).
 //!
 //! Errors are `io::Error::from_raw_os_error(errno)`, so kinds, codes and messages match real
 //! sockets. Faults and scripted controls are in [`control`]; a swarm-drawn schedule of them is
@@ -405,7 +415,9 @@ impl Network {
     }
 
     /// Resolves a name: a host's address, a ClusterIP service's virtual address, or every address
-    /// of a headless service (in endpoint order). An IP literal resolves to itself.
+    /// of a headless service (in endpoint order). An IP literal resolves to itself; `localhost`
+    /// to `127.0.0.1` (the `/etc/hosts` line every image has; glibc adds `::1` only where
+    /// `/etc/hosts` lists it too, as this project's measured machine does not).
     ///
     /// # Errors
     /// An unknown name fails as `getaddrinfo` does: `failed to lookup address information: Name
@@ -413,6 +425,9 @@ impl Network {
     pub fn resolve(&self, name: &str) -> io::Result<Vec<IpAddr>> {
         if let Ok(ip) = name.parse::<IpAddr>() {
             return Ok(vec![ip]);
+        }
+        if name == "localhost" {
+            return Ok(vec![IpAddr::from([127, 0, 0, 1])]);
         }
         let st = self.core.lock();
         match st.names.get(name) {

@@ -115,10 +115,15 @@ pub(crate) struct End {
     pub wrote_fin: bool,
     pub read_shut: bool,
     pub reset: bool,
+    /// It was reset because data arrived after it shut reading and sent its FIN (see `receive`).
+    pub reset_by_data: bool,
     pub pending_error: Option<i32>,
     pub linger_zero: bool,
     pub read_waker: Option<Waker>,
     pub write_waker: Option<Waker>,
+    /// A write found the send bound full and waits for room: it goes on only once a third of the
+    /// bound is free again (see [`writable_again`]).
+    pub write_blocked: bool,
     /// Bytes this end may still write before a partial-write fault resets the connection.
     pub write_budget: Option<usize>,
     /// Read-side throttle: when the next read may return data.
@@ -160,6 +165,27 @@ pub(crate) struct Conn {
     pub dialed: SocketAddr,
     /// `conn#N a->b` for each direction, made once (every delivery records it).
     pub labels: [Arc<str>; 2],
+    /// Whether each end is an IPv6 socket carrying IPv4 (a v4-mapped dial, or a connection a
+    /// `[::]` listener accepted over IPv4): its addresses show as `[::ffff:a.b.c.d]`.
+    pub mapped: [bool; 2],
+}
+
+/// `a.b.c.d:p` as an IPv6 socket shows it, `[::ffff:a.b.c.d]:p`; IPv6 addresses unchanged.
+pub(crate) fn v4_mapped(addr: SocketAddr) -> SocketAddr {
+    match addr {
+        SocketAddr::V4(v4) => SocketAddr::new(IpAddr::V6(v4.ip().to_ipv6_mapped()), v4.port()),
+        v6 => v6,
+    }
+}
+
+/// Whether a writer that blocked on a full send bound may go on, with `used` bytes unread of
+/// `bound`: once a third of the bound is free. Linux wakes a writer waiting for send space only
+/// when the free space is at least half of what is queued (`sk_stream_write_space`,
+/// `sk_stream_min_wspace`: free ≥ queued / 2, i.e. queued ≤ 2/3 of the buffer), so a slow reader
+/// that reads a little does not wake it (measured with tokio: a 64 KiB read after the writer
+/// blocked lets it write nothing, within 100 ms or 300 ms later).
+pub(crate) fn writable_again(used: usize, bound: usize) -> bool {
+    used.saturating_mul(3) <= bound.saturating_mul(2)
 }
 
 /// The history identities of a connection's two directions.
@@ -178,6 +204,14 @@ impl Conn {
         }
     }
 
+    /// End `end`'s own address and its peer's, as its socket reports them (`local_addr`,
+    /// `peer_addr`): the dialer's peer is what it dialed.
+    pub(crate) fn view(&self, end: usize) -> (SocketAddr, SocketAddr) {
+        let show = |a: SocketAddr| if self.mapped[end] { v4_mapped(a) } else { a };
+        let peer = if end == 0 { self.dialed } else { show(self.addrs[0]) };
+        (show(self.addrs[end]), peer)
+    }
+
     fn label(&self, from: usize) -> &str {
         &self.labels[from]
     }
@@ -188,8 +222,25 @@ impl Conn {
     }
 }
 
+/// What a listener is found by: its host (by the host's IPv4 address), the socket's address
+/// family, and the port. IPv4 and IPv6 sockets have separate port spaces (a `127.0.0.1:P` and a
+/// `[::1]:P` listener coexist, as on Linux); a dual-stack `[::]` listener is an IPv6 key that also
+/// answers IPv4 dials.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct ListenKey {
+    pub host: IpAddr,
+    pub v6: bool,
+    pub port: u16,
+}
+
 pub(crate) struct ListenerState {
     pub host: String,
+    /// An IPv6 wildcard (`[::]`) listener: it answers IPv4 dials too (Linux's default
+    /// `net.ipv6.bindv6only = 0`).
+    pub dual: bool,
+    /// An IPv6 socket: connections it accepts over IPv4 show v4-mapped addresses
+    /// (`[::ffff:a.b.c.d]`).
+    pub maps_v4: bool,
     pub incarnation: u64,
     pub backlog: usize,
     /// Established connections waiting for `accept`.
@@ -210,6 +261,10 @@ pub(crate) struct Dial {
     pub conn: ConnId,
     pub attempts: u32,
     pub syn_retries: u32,
+    /// The pending SYN retransmission timer (or final timeout), cancelled when the dial ends so
+    /// that an answered dial leaves no timer event in the history (Linux stops the SYN timer at
+    /// the SYN-ACK: `tcp_rcv_synsent_state_process` → `tcp_finish_connect`).
+    pub syn_timer: Option<EventId>,
 }
 
 pub(crate) struct State {
@@ -217,7 +272,7 @@ pub(crate) struct State {
     pub by_addr: BTreeMap<IpAddr, String>,
     pub names: BTreeMap<String, NameKind>,
     pub listeners: BTreeMap<ListenerId, ListenerState>,
-    pub listening: BTreeMap<SocketAddr, ListenerId>,
+    pub listening: BTreeMap<ListenKey, ListenerId>,
     pub conns: BTreeMap<ConnId, Conn>,
     pub dials: BTreeMap<DialId, Dial>,
     pub links: BTreeMap<(String, String), LinkConfig>,
@@ -341,13 +396,26 @@ impl State {
         for _ in 0..=(EPHEMERAL.end() - EPHEMERAL.start()) {
             let port = h.next_port;
             h.next_port = if h.next_port >= *EPHEMERAL.end() { *EPHEMERAL.start() } else { h.next_port + 1 };
-            let addr = SocketAddr::new(h.addr, port);
-            if !taken.contains(&port) && !self.listening.contains_key(&addr) {
+            let bound = [false, true].map(|v6| ListenKey { host: h.addr, v6, port });
+            if !taken.contains(&port) && !bound.iter().any(|k| self.listening.contains_key(k)) {
                 used.insert((LISTEN_KEY, port));
                 return Ok(port);
             }
         }
         Err(os_error(errno::EADDRNOTAVAIL))
+    }
+
+    /// The listener a SYN to `to` on host `host` reaches: one of its address family on that port,
+    /// or, for IPv4, a dual-stack `[::]` listener.
+    pub(crate) fn find_listener(&self, host: &str, to: SocketAddr) -> Option<ListenerId> {
+        let addr = self.hosts.get(host)?.addr;
+        let key = |v6| ListenKey { host: addr, v6, port: to.port() };
+        if to.is_ipv6() {
+            return self.listening.get(&key(true)).copied();
+        }
+        self.listening.get(&key(false)).copied().or_else(|| {
+            self.listening.get(&key(true)).copied().filter(|id| self.listeners.get(id).is_some_and(|l| l.dual))
+        })
     }
 
     /// Forgets a connection and gives its ephemeral port back.
@@ -529,8 +597,24 @@ fn receive(c: &mut Conn, from: usize, kind: SegKind, reply_rst: &mut bool) {
     match kind {
         SegKind::Data(bytes) => {
             if c.ends[to].closed || c.ends[to].reset {
-                *reply_rst = !c.ends[to].reset;
+                *reply_rst |= !c.ends[to].reset;
                 // The data is gone with the closed socket; the writer's bound frees up.
+                c.ends[from].wake();
+                return;
+            }
+            if c.ends[to].read_shut && c.ends[to].wrote_fin {
+                // New data at a socket that shut reading after sending its FIN (FIN_WAIT1/2 with
+                // RCV_SHUTDOWN): RFC 1122 says it MUST reset, and Linux does
+                // (tcp_rcv_state_process, LINUX_MIB_TCPABORTONDATA): the socket itself is reset
+                // (ECONNRESET once, to read, write or take_error; what it had queued stays
+                // readable) and it answers with RST. Measured: the peer's next write fails
+                // EPIPE (its RST comes after our FIN: CLOSE_WAIT) and its reads give EOF.
+                let end = &mut c.ends[to];
+                end.reset = true;
+                end.reset_by_data = true;
+                end.pending_error = Some(errno::ECONNRESET);
+                *reply_rst = true;
+                c.ends[to].wake();
                 c.ends[from].wake();
                 return;
             }
@@ -539,6 +623,9 @@ fn receive(c: &mut Conn, from: usize, kind: SegKind, reply_rst: &mut bool) {
             c.ends[to].wake();
         }
         SegKind::Fin => {
+            if c.ends[to].reset_by_data {
+                return; // the socket is gone: a FIN after the data that reset it is not seen
+            }
             c.pipes[from].fin_delivered = true;
             c.ends[to].wake();
         }
@@ -556,12 +643,15 @@ fn receive(c: &mut Conn, from: usize, kind: SegKind, reply_rst: &mut bool) {
                 end.pending_error = Some(if c.pipes[from].fin_delivered { errno::EPIPE } else { errno::ECONNRESET });
             }
             // What this end had sent and not yet delivered, or not yet read by the peer, dies
-            // with the connection: its send bound is free again.
+            // with the connection: its send bound is free again. (A peer reset by data it would
+            // not read still reads what it had queued: it is open and its queue is its own.)
             let pipe = &mut c.pipes[to];
             pipe.queue.clear();
             pipe.queued_bytes = 0;
-            pipe.recv.clear();
-            pipe.recv_bytes = 0;
+            if !c.ends[from].reset_by_data {
+                pipe.recv.clear();
+                pipe.recv_bytes = 0;
+            }
             c.ends[to].wake();
             c.ends[from].wake();
         }

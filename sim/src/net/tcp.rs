@@ -95,8 +95,11 @@ impl EndHandle {
             if let Some(every) = every {
                 c.ends[i].throttle_until = Some(now + every);
             }
-            // Room in the send bound: the peer's blocked writer may go on.
-            if let Some(w) = c.ends[from].write_waker.take() {
+            // Room in the send bound: the peer's blocked writer may go on once enough is free.
+            let used = c.pipes[from].queued_bytes + c.pipes[from].recv_bytes;
+            if (!c.ends[from].write_blocked || state::writable_again(used, c.send_bound[from]))
+                && let Some(w) = c.ends[from].write_waker.take()
+            {
                 w.wake();
             }
             return Poll::Ready(Ok(()));
@@ -137,10 +140,12 @@ impl EndHandle {
         }
         let used = c.pipes[i].queued_bytes + c.pipes[i].recv_bytes;
         let bound = c.send_bound[i];
-        if used >= bound {
+        if used >= bound || (c.ends[i].write_blocked && !state::writable_again(used, bound)) {
+            c.ends[i].write_blocked = true;
             c.ends[i].write_waker = Some(cx.waker().clone());
             return Poll::Pending;
         }
+        c.ends[i].write_blocked = false;
         let mut n = data.len().min(bound - used);
         let mut cut = false;
         if let Some(budget) = c.ends[i].write_budget.as_mut() {
@@ -194,6 +199,9 @@ impl EndHandle {
         Ok(())
     }
 
+    /// `AsyncWriteExt::shutdown`: `shutdown(Write)` as tokio does it, which maps `ENOTCONN` to
+    /// `Ok(())` (tokio's `TcpStream::shutdown_std`): on a connection already over (reset by the
+    /// peer, or both FINs exchanged) it succeeds, as user code on tokio sees it.
     fn poll_shutdown(&self) -> Poll<io::Result<()>> {
         let core = &self.net.core;
         let already =
@@ -201,7 +209,10 @@ impl EndHandle {
         if already {
             return Poll::Ready(Ok(()));
         }
-        Poll::Ready(self.shutdown(Shutdown::Write))
+        match self.shutdown(Shutdown::Write) {
+            Err(e) if e.raw_os_error() == Some(errno::ENOTCONN) => Poll::Ready(Ok(())),
+            other => Poll::Ready(other),
+        }
     }
 
     fn peer_addr(&self) -> io::Result<SocketAddr> {
@@ -252,7 +263,7 @@ impl TcpStream {
         let (local, peer) = {
             let st = net.core.lock();
             let c = st.conns.get(&conn).expect("a stream is made for an existing connection");
-            (c.addrs[end], if end == 0 { c.dialed } else { c.addrs[0] })
+            c.view(end)
         };
         TcpStream { handle: Arc::new(EndHandle { net, conn, end, local, peer }) }
     }
@@ -584,7 +595,7 @@ impl TcpListener {
         let peer = match st.conns.get_mut(&conn) {
             Some(c) => {
                 c.ends[1].handles = 1;
-                c.addrs[0]
+                c.view(1).1
             }
             None => unreachable!("checked above"),
         };

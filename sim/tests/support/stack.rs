@@ -36,6 +36,14 @@ pub trait Stack {
     fn set_linger_zero(&self, stream: &Self::Stream) -> io::Result<()>;
     fn peer_addr(&self, stream: &Self::Stream) -> io::Result<SocketAddr>;
     fn take_error(&self, stream: &Self::Stream) -> io::Result<Option<io::Error>>;
+    fn local_addr(&self, stream: &Self::Stream) -> io::Result<SocketAddr>;
+    /// Listens on exactly this `ip:port` (port 0: an ephemeral one) on the server's own host.
+    async fn listen_local(&self, addr: &str) -> io::Result<Self::Listener>;
+    fn listener_addr(&self, listener: &Self::Listener) -> io::Result<SocketAddr>;
+    /// Dials `ip:port` (or `name:port`) from the server's own host.
+    async fn connect_local(&self, addr: &str) -> io::Result<Self::Stream>;
+    /// Resolves a name as the server's host does.
+    async fn resolve(&self, name: &str) -> io::Result<Vec<std::net::IpAddr>>;
 }
 
 /// Waits long enough for loopback to deliver everything in flight (and far longer than the
@@ -56,6 +64,8 @@ pub fn err(e: &io::Error) -> String {
     let name = match e.raw_os_error() {
         Some(32) => "EPIPE".to_string(),
         Some(98) => "EADDRINUSE".to_string(),
+        Some(99) => "EADDRNOTAVAIL".to_string(),
+        Some(101) => "ENETUNREACH".to_string(),
         Some(104) => "ECONNRESET".to_string(),
         Some(107) => "ENOTCONN".to_string(),
         Some(110) => "ETIMEDOUT".to_string(),
@@ -167,6 +177,26 @@ impl Stack for Real {
     fn take_error(&self, stream: &Self::Stream) -> io::Result<Option<io::Error>> {
         stream.take_error()
     }
+
+    fn local_addr(&self, stream: &Self::Stream) -> io::Result<SocketAddr> {
+        stream.local_addr()
+    }
+
+    async fn listen_local(&self, addr: &str) -> io::Result<Self::Listener> {
+        tokio::net::TcpListener::bind(addr).await
+    }
+
+    fn listener_addr(&self, listener: &Self::Listener) -> io::Result<SocketAddr> {
+        listener.local_addr()
+    }
+
+    async fn connect_local(&self, addr: &str) -> io::Result<Self::Stream> {
+        tokio::net::TcpStream::connect(addr).await
+    }
+
+    async fn resolve(&self, name: &str) -> io::Result<Vec<std::net::IpAddr>> {
+        Ok(tokio::net::lookup_host((name, 0)).await?.map(|a| a.ip()).collect())
+    }
 }
 
 /// The simulated network: the body dials from host `client` to host `server`.
@@ -245,5 +275,25 @@ impl Stack for Sim {
 
     fn take_error(&self, stream: &Self::Stream) -> io::Result<Option<io::Error>> {
         stream.take_error()
+    }
+
+    fn local_addr(&self, stream: &Self::Stream) -> io::Result<SocketAddr> {
+        stream.local_addr()
+    }
+
+    async fn listen_local(&self, addr: &str) -> io::Result<Self::Listener> {
+        self.server.listen(addr)
+    }
+
+    fn listener_addr(&self, listener: &Self::Listener) -> io::Result<SocketAddr> {
+        listener.local_addr()
+    }
+
+    async fn connect_local(&self, addr: &str) -> io::Result<Self::Stream> {
+        self.server.dial(addr).await
+    }
+
+    async fn resolve(&self, name: &str) -> io::Result<Vec<std::net::IpAddr>> {
+        self.server.resolve(name)
     }
 }
