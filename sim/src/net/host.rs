@@ -282,6 +282,7 @@ impl Host {
                     incarnations: [incarnation, 0],
                     listener: None,
                     dialed,
+                    exchange: Default::default(),
                 },
             );
             let dial_id = st.next_id();
