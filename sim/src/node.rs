@@ -95,6 +95,27 @@ impl Service {
     /// A service named `name` (its replicas are `name-0`, `name-1`, …, reachable as `name`)
     /// running `entry`, as version `v1`. One replica, a 30 s grace (Kubernetes' default), 30 s to
     /// become ready.
+    ///
+    /// `entry` is called at each start of each replica (a restart, a rollout start it again). A
+    /// closure passes it shared state — a database model every replica uses, a config, a
+    /// planted-bug switch — which outlives incarnations as a database outlives a pod:
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use sim::node::{BoxError, NodeCtx, Service};
+    ///
+    /// async fn kv(node: NodeCtx, store: Arc<Mutex<Vec<String>>>) -> Result<(), BoxError> {
+    ///     let _listener = node.host().listen("8080")?;
+    ///     store.lock().unwrap().push(format!("{} started", node.name()));
+    ///     node.set_ready();
+    ///     node.shutdown_signal().await;
+    ///     Ok(())
+    /// }
+    ///
+    /// let store = Arc::new(Mutex::new(Vec::new()));
+    /// let service = Service::new("kv", move |node| kv(node, store.clone())).replicas(2..=2);
+    /// # let _ = service;
+    /// ```
     pub fn new<F, Fut>(name: &str, entry: F) -> Service
     where
         F: Fn(NodeCtx) -> Fut + Send + Sync + 'static,
@@ -1320,8 +1341,9 @@ impl System {
         Ok(())
     }
 
-    /// Schedules a lifecycle event at fake time `at`; a failure it runs into (an unknown node, a
-    /// readiness timeout) fails the run.
+    /// Schedules a lifecycle event at fake time `at` — time since the run started, not since
+    /// this call (a time already past means now; `ctx.elapsed() + d` for "in `d`"); a failure it
+    /// runs into (an unknown node, a readiness timeout) fails the run.
     pub fn at(&self, at: Duration, event: Lifecycle) {
         let system = self.clone();
         let label = format!("{event:?}");
@@ -1366,7 +1388,8 @@ impl System {
         let _ = running.wait_for(|n| *n == 0).await;
     }
 
-    /// Draws a lifecycle schedule from the swarm inside `window` of fake time and schedules it:
+    /// Draws a lifecycle schedule from the swarm inside `window` of fake time (since the run
+    /// started, as for [`System::at`]) and schedules it:
     /// crashes (`lifecycle.crashes`, 0–3) each followed by a restart after a seeded downtime,
     /// graceful restarts (`lifecycle.restarts`, 0–2), rollouts (`lifecycle.rollouts`, 0–2) of
     /// services with several versions or replicas, and partitions (`lifecycle.partitions`, 0–2).
