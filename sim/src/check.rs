@@ -202,7 +202,23 @@ impl Checks {
     }
 }
 
-/// The run's ledger of effects: what services did, by idempotency key.
+/// The run's ledger of effects: what services did, by idempotency key. Services write it with
+/// [`effect`]; read it with [`Ctx::extension`] (one ledger per run):
+///
+/// ```
+/// use sim::check::{self, Effects};
+///
+/// fn charge(ctx: &sim::Ctx, idempotency_key: &str) {
+///     // In the service, once the effect is taken:
+///     check::effect(ctx, "charge", idempotency_key, "card 42: 10 EUR");
+/// }
+///
+/// fn charged_once(ctx: &sim::Ctx, idempotency_key: &str) -> bool {
+///     // In an oracle: (detail, fake time) of each effect of that kind under the key.
+///     ctx.extension::<Effects>().of_kind(idempotency_key, "charge").len() == 1
+/// }
+/// # let _ = (charge, charged_once);
+/// ```
 #[derive(Default, Debug)]
 pub struct Effects {
     by_key: Mutex<BTreeMap<String, Vec<EffectEntry>>>,

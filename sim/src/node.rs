@@ -95,6 +95,27 @@ impl Service {
     /// A service named `name` (its replicas are `name-0`, `name-1`, …, reachable as `name`)
     /// running `entry`, as version `v1`. One replica, a 30 s grace (Kubernetes' default), 30 s to
     /// become ready.
+    ///
+    /// `entry` is called at each start of each replica (a restart, a rollout start it again). A
+    /// closure passes it shared state — a database model every replica uses, a config, a
+    /// planted-bug switch — which outlives incarnations as a database outlives a pod:
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use sim::node::{BoxError, NodeCtx, Service};
+    ///
+    /// async fn kv(node: NodeCtx, store: Arc<Mutex<Vec<String>>>) -> Result<(), BoxError> {
+    ///     let _listener = node.host().listen("8080")?;
+    ///     store.lock().unwrap().push(format!("{} started", node.name()));
+    ///     node.set_ready();
+    ///     node.shutdown_signal().await;
+    ///     Ok(())
+    /// }
+    ///
+    /// let store = Arc::new(Mutex::new(Vec::new()));
+    /// let service = Service::new("kv", move |node| kv(node, store.clone())).replicas(2..=2);
+    /// # let _ = service;
+    /// ```
     pub fn new<F, Fut>(name: &str, entry: F) -> Service
     where
         F: Fn(NodeCtx) -> Fut + Send + Sync + 'static,
@@ -277,11 +298,13 @@ struct NodeInner {
     status: tokio::sync::watch::Sender<Status>,
     tasks: TaskSet,
     /// Requests [`serve`] is handling: (sequence, `METHOD path`).
+    #[cfg_attr(not(feature = "hyper"), allow(dead_code))]
     inflight: Arc<Mutex<InFlight>>,
 }
 
 #[derive(Default)]
 struct InFlight {
+    #[cfg_attr(not(feature = "hyper"), allow(dead_code))]
     next: u64,
     open: BTreeMap<u64, String>,
 }
@@ -400,12 +423,14 @@ impl NodeCtx {
         handle
     }
 
+    #[cfg(feature = "hyper")]
     /// A hyper executor spawning onto the node ([`NodeCtx::spawn`]): give it to hyper and
     /// hyper-util builders so their connection tasks die with the node.
     pub fn executor(&self) -> NodeExecutor {
         NodeExecutor { node: self.clone() }
     }
 
+    #[cfg(feature = "hyper")]
     /// A hyper-util client dialing through the node's host, spawning on the node, with tokio's
     /// timers.
     pub fn http_client<B>(&self) -> hyper_util::client::legacy::Client<crate::net::adapters::Connector, B>
@@ -421,12 +446,14 @@ impl NodeCtx {
     }
 }
 
+#[cfg(feature = "hyper")]
 /// A hyper executor whose tasks belong to a node (see [`NodeCtx::executor`]).
 #[derive(Clone, Debug)]
 pub struct NodeExecutor {
     node: NodeCtx,
 }
 
+#[cfg(feature = "hyper")]
 impl<F> hyper::rt::Executor<F> for NodeExecutor
 where
     F: Future + Send + 'static,
@@ -437,6 +464,7 @@ where
     }
 }
 
+#[cfg(feature = "hyper")]
 /// Serves a tower service (an axum `Router`, a tonic router) over HTTP/1.1 and HTTP/2 on a node:
 /// accepts on `listener`, serves each connection on the node's executor with tokio's timers,
 /// and on SIGTERM stops accepting and drains: it returns once every open connection has finished
@@ -487,6 +515,7 @@ where
     Ok(())
 }
 
+#[cfg(feature = "hyper")]
 /// Keeps a node's in-flight requests, for the drain oracle.
 #[derive(Clone)]
 struct Tracked<S> {
@@ -494,6 +523,7 @@ struct Tracked<S> {
     inflight: Arc<Mutex<InFlight>>,
 }
 
+#[cfg(feature = "hyper")]
 impl<S, B> tower_service::Service<http::Request<hyper::body::Incoming>> for Tracked<S>
 where
     S: tower_service::Service<http::Request<hyper::body::Incoming>, Response = http::Response<B>>,
@@ -527,12 +557,14 @@ where
     }
 }
 
+#[cfg(feature = "hyper")]
 /// A response body that keeps its request in flight until its last frame was taken.
 struct TrackedBody<B> {
     inner: Pin<Box<B>>,
     done: Option<Done>,
 }
 
+#[cfg(feature = "hyper")]
 impl<B: hyper::body::Body> hyper::body::Body for TrackedBody<B> {
     type Data = B::Data;
     type Error = B::Error;
@@ -557,12 +589,14 @@ impl<B: hyper::body::Body> hyper::body::Body for TrackedBody<B> {
     }
 }
 
+#[cfg(feature = "hyper")]
 /// Takes a request out of the in-flight set when dropped.
 struct Done {
     inflight: Arc<Mutex<InFlight>>,
     seq: u64,
 }
 
+#[cfg(feature = "hyper")]
 impl Drop for Done {
     fn drop(&mut self) {
         self.inflight.lock().unwrap_or_else(|p| p.into_inner()).open.remove(&self.seq);
@@ -1003,11 +1037,12 @@ impl System {
                 instance.version.clone(),
             )
         };
-        if matches!(cause, ExitCause::Signal(_)) {
-            let dropped: Vec<String> =
-                inflight.lock().unwrap_or_else(|p| p.into_inner()).open.values().cloned().collect();
-            if !dropped.is_empty() {
-                self.ctx.fail(Failure::correctness(
+        let tracked_drain_failed = matches!(cause, ExitCause::Signal(_))
+            && {
+                let dropped: Vec<String> =
+                    inflight.lock().unwrap_or_else(|p| p.into_inner()).open.values().cloned().collect();
+                if !dropped.is_empty() {
+                    self.ctx.fail(Failure::correctness(
                     "drain",
                     format!(
                         "{name} (incarnation {incarnation}) stopped after SIGTERM with {} request(s) still in flight, which got no (complete) response: {}",
@@ -1015,8 +1050,9 @@ impl System {
                         dropped.join(", ")
                     ),
                 ));
-            }
-        }
+                }
+                !dropped.is_empty()
+            };
         let mut aborted = tasks.abort_all();
         // The root is not aborted when it is the task ending the incarnation (it returned).
         let current = tokio::task::try_id();
@@ -1026,6 +1062,24 @@ impl System {
         }
         self.ctx.tasks().mark_aborted(aborted.iter().copied());
         let (conns, listeners) = self.ctx.net().end_incarnation(name, incarnation, ending);
+        // The same guarantee seen from the network, for a serve loop of the node's own (axum's
+        // `with_graceful_shutdown`, tonic's, a hand-written one): its server connections that
+        // closed after SIGTERM — or were just closed by the end — with a request read and not
+        // answered, while the client was still there.
+        let unanswered = self.ctx.net().take_unanswered(name, incarnation);
+        if matches!(cause, ExitCause::Signal(_)) && !tracked_drain_failed && !unanswered.is_empty() {
+            self.ctx.fail(
+                Failure::correctness(
+                    "drain",
+                    format!(
+                        "{name} (incarnation {incarnation}) stopped after SIGTERM with {} connection(s) closed on requests it had read and not answered: {}",
+                        unanswered.len(),
+                        unanswered.join("; ")
+                    ),
+                )
+                .about(name),
+            );
+        }
         self.ctx.tasks().mark_dead(owner);
         let at = self.ctx.elapsed();
         self.lock().exits.push(ExitRecord {
@@ -1125,6 +1179,9 @@ impl System {
         let incarnation = watch.incarnation;
         let (limit, expected) = kill_after.map_or((grace, false), |d| (d, true));
         if first {
+            // What the network sees of the node's own serve loop from now on (crate::net's
+            // exchange rules), for the drain oracle when the incarnation ends.
+            self.ctx.net().watch_drain(name, incarnation);
             self.ctx.record("node.sigterm", name, format!("incarnation {incarnation}, grace {limit:?}"));
         }
         if first || expected {
@@ -1284,8 +1341,9 @@ impl System {
         Ok(())
     }
 
-    /// Schedules a lifecycle event at fake time `at`; a failure it runs into (an unknown node, a
-    /// readiness timeout) fails the run.
+    /// Schedules a lifecycle event at fake time `at` — time since the run started, not since
+    /// this call (a time already past means now; `ctx.elapsed() + d` for "in `d`"); a failure it
+    /// runs into (an unknown node, a readiness timeout) fails the run.
     pub fn at(&self, at: Duration, event: Lifecycle) {
         let system = self.clone();
         let label = format!("{event:?}");
@@ -1330,7 +1388,8 @@ impl System {
         let _ = running.wait_for(|n| *n == 0).await;
     }
 
-    /// Draws a lifecycle schedule from the swarm inside `window` of fake time and schedules it:
+    /// Draws a lifecycle schedule from the swarm inside `window` of fake time (since the run
+    /// started, as for [`System::at`]) and schedules it:
     /// crashes (`lifecycle.crashes`, 0–3) each followed by a restart after a seeded downtime,
     /// graceful restarts (`lifecycle.restarts`, 0–2), rollouts (`lifecycle.rollouts`, 0–2) of
     /// services with several versions or replicas, and partitions (`lifecycle.partitions`, 0–2).

@@ -75,32 +75,63 @@ pub struct Failure {
     pub message: String,
     /// Fake time since the run started, in nanoseconds, when the failure was found.
     pub at_nanos: Option<u64>,
+    /// What the failure is about beyond what its message names: operation identities
+    /// (`put#3`), idempotency keys, model keys, node names. The printed trace excerpt shows the
+    /// lines mentioning these and the history identities the message names
+    /// ([`crate::trace::Focus`]). Added with [`Failure::about`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub focus: Vec<String>,
 }
 
 impl Failure {
     /// A failure of `class` with a message.
     pub fn new(class: Class, message: impl Into<String>) -> Failure {
-        Failure { class, oracle: None, message: message.into(), at_nanos: None }
+        Failure { class, oracle: None, message: message.into(), at_nanos: None, focus: Vec::new() }
     }
 
     /// A correctness failure found by the oracle named `oracle`.
     pub fn correctness(oracle: impl Into<String>, message: impl Into<String>) -> Failure {
-        Failure { class: Class::Correctness, oracle: Some(oracle.into()), message: message.into(), at_nanos: None }
+        Failure {
+            class: Class::Correctness,
+            oracle: Some(oracle.into()),
+            message: message.into(),
+            at_nanos: None,
+            focus: Vec::new(),
+        }
     }
 
     /// A liveness failure found by the oracle named `oracle`.
     pub fn liveness(oracle: impl Into<String>, message: impl Into<String>) -> Failure {
-        Failure { class: Class::Liveness, oracle: Some(oracle.into()), message: message.into(), at_nanos: None }
+        Failure {
+            class: Class::Liveness,
+            oracle: Some(oracle.into()),
+            message: message.into(),
+            at_nanos: None,
+            focus: Vec::new(),
+        }
     }
 
     /// An excused violation: reported, but the sweep does not fail.
     pub fn excused(oracle: impl Into<String>, message: impl Into<String>) -> Failure {
-        Failure { class: Class::Excused, oracle: Some(oracle.into()), message: message.into(), at_nanos: None }
+        Failure {
+            class: Class::Excused,
+            oracle: Some(oracle.into()),
+            message: message.into(),
+            at_nanos: None,
+            focus: Vec::new(),
+        }
     }
 
     /// Names the oracle.
     pub fn oracle(mut self, oracle: impl Into<String>) -> Failure {
         self.oracle = Some(oracle.into());
+        self
+    }
+
+    /// Adds a term the failure is about (an operation `put#3`, a key, a node): the trace lines
+    /// that mention it are printed with the failure ([`crate::trace::Focus`]).
+    pub fn about(mut self, term: impl Into<String>) -> Failure {
+        self.focus.push(term.into());
         self
     }
 

@@ -57,20 +57,21 @@ impl OpOutcome {
     }
 }
 
-/// One operation's record: for oracles.
+/// One operation's record, as [`Workload::run`] and [`Workload::run_one`] return it: what oracles
+/// judge (an operation with its invocation and completion times, as in a Jepsen history).
 #[derive(Clone, Debug)]
 pub struct OpRecord {
-    /// Unique within the run, in start order.
+    /// Unique within the run, from 1, in start order; the history identity is `<name>#<id>`.
     pub id: u64,
-    /// The operation's name.
+    /// The operation's name ([`Operation::new`]).
     pub name: String,
     /// Its idempotency key (`op-<id>`, or the key of the operation it retries).
     pub key: String,
-    /// The client host it ran from.
+    /// The client host it ran from (`client-<n>`).
     pub client: String,
-    /// When it started (fake time).
+    /// When it started: fake time since the run started (the `op.start` event's time).
     pub started: Duration,
-    /// When it ended (fake time).
+    /// When it ended: fake time since the run started (the `op.end` event's time).
     pub ended: Duration,
     /// How it ended.
     pub outcome: OpOutcome,
@@ -78,9 +79,31 @@ pub struct OpRecord {
     pub effects: Vec<String>,
 }
 
-/// What an operation's body gets.
+/// What an operation's body gets: its identity (`id`, `key`), seeded choices, the client host
+/// to dial from, the workload's model and the run.
+///
+/// ```
+/// use sim::workload::{OpCtx, OpOutcome, Operation};
+///
+/// // A model the operations share: here, how many writes were sent.
+/// #[derive(Default)]
+/// struct Model {
+///     sent: u64,
+/// }
+///
+/// let put = Operation::new("put", 3, |mut op: OpCtx<Model>| async move {
+///     let value = op.source().below(100); // seeded: the same value on every replay
+///     op.model().sent += 1;
+///     // What it sends, in the history and the trace: `op.request put#<id> PUT /kv/a value=…`.
+///     op.request(format!("PUT /kv/a value={value} idempotency-key={}", op.key()));
+///     // A real body dials a service from the client host: `op.host().dial("kv:80").await`.
+///     OpOutcome::Ok(format!("stored {value}"))
+/// });
+/// # let _ = put;
+/// ```
 pub struct OpCtx<M> {
     id: u64,
+    name: String,
     key: String,
     source: Source,
     host: Host,
@@ -89,32 +112,49 @@ pub struct OpCtx<M> {
 }
 
 impl<M> OpCtx<M> {
-    /// The operation's unique id.
+    /// The operation's unique id within the run (1, 2, … in start order); its history identity
+    /// is `<name>#<id>`.
     pub fn id(&self) -> u64 {
         self.id
     }
 
-    /// Its idempotency key: send it with the request so a retry is recognised.
+    /// Records what the operation sends — a request, a message — in the history and the trace,
+    /// as `op.request <name>#<id> <what>`, between the operation's `op.start` and `op.end`. A
+    /// failure naming the operation prints these lines with it ([`crate::trace::Focus`]); call
+    /// it once per request (a retry is another request). Being in the history, it counts in the
+    /// history hash like every event: the same requests replay the same hash.
+    pub fn request(&self, what: impl AsRef<str>) {
+        self.ctx.record("op.request", &format!("{}#{}", self.name, self.id), what.as_ref());
+    }
+
+    /// Its idempotency key (`op-<id>`, or the key of the operation it retries, see
+    /// [`Workload::run_one`]): send it with the request so a retry is recognised, and record the
+    /// service's effects under it ([`crate::check::effect`]).
     pub fn key(&self) -> &str {
         &self.key
     }
 
-    /// Seeded choices for this operation (stream `workload/op/<id>`).
+    /// Seeded choices for this operation (stream `workload/op/<id>`): the values it sends, which
+    /// key it touches. Draw from here, never from `rand::thread_rng`, so a seed replays.
     pub fn source(&mut self) -> &mut Source {
         &mut self.source
     }
 
-    /// The client host it runs from.
+    /// The client host it runs from (`client-0` … `client-3`, drawn by `workload.clients`): dial
+    /// services from it (`op.host().dial("kv:80")`, or a hyper client over
+    /// [`crate::net::adapters::Connector`]`::new(op.host().clone())`).
     pub fn host(&self) -> &Host {
         &self.host
     }
 
-    /// The user's model.
+    /// The workload's model, locked (one per [`Workload`], shared by its operations). Do not
+    /// hold the guard across an `.await`: take what you need and drop it.
     pub fn model(&self) -> MutexGuard<'_, M> {
         self.model.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The run.
+    /// The run: its history ([`Ctx::record`]), per-run extensions such as the effects ledger
+    /// ([`Ctx::extension`]), the network.
     pub fn ctx(&self) -> &Ctx {
         &self.ctx
     }
@@ -383,6 +423,7 @@ async fn run_op<M: Send + 'static>(
     );
     let op_ctx = OpCtx {
         id,
+        name: op.name.clone(),
         key: key.clone(),
         source: ctx.source(&format!("workload/op/{id}")),
         host: ctx.net().host(&client),

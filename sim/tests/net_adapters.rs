@@ -3,12 +3,11 @@
 //! simulation and must replay exactly (same history) in this process and in fresh processes.
 
 use std::convert::Infallible;
-use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use sim::net::adapters::{Connector, Incoming, ServeListener};
+use sim::net::adapters::{Connector, ServeListener};
 use sim::{Ctx, Failure, Simulation};
 
 fn check(ok: bool, what: impl Into<String>) -> Result<(), Failure> {
@@ -116,6 +115,9 @@ fn axum_serves_on_the_simulated_network() {
     report.assert_passed();
 }
 
+/// Needs sim's `tonic` feature: `cargo test --workspace` has it (grpcsim enables it), or
+/// `cargo test -p sim --features tonic`.
+#[cfg(feature = "tonic")]
 #[test]
 fn tonic_unary_and_server_stream_over_the_simulated_network() {
     use tonic_health::pb::HealthCheckRequest;
@@ -131,7 +133,7 @@ fn tonic_unary_and_server_stream_over_the_simulated_network() {
             tokio::spawn(async move {
                 let _ = tonic::transport::Server::builder()
                     .add_service(service)
-                    .serve_with_incoming(Incoming(listener))
+                    .serve_with_incoming(sim::net::adapters::Incoming(listener))
                     .await;
             });
             let channel = tonic::transport::Endpoint::from_static("http://grpc:50051")
@@ -148,7 +150,7 @@ fn tonic_unary_and_server_stream_over_the_simulated_network() {
                 client.watch(HealthCheckRequest { service: "ledger".into() }).await.map_err(fail)?.into_inner();
             let first = watch.message().await.map_err(fail)?.ok_or_else(|| fail("the stream ended early"))?;
             ctx.record("grpc.watch", "caller", format!("{:?}", first.status()));
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             reporter.set_service_status("ledger", tonic_health::ServingStatus::NotServing).await;
             let second = watch.message().await.map_err(fail)?.ok_or_else(|| fail("the stream ended early"))?;
             ctx.record("grpc.watch", "caller", format!("{:?}", second.status()));

@@ -1,8 +1,9 @@
 //! Adapters so real libraries use the simulated network with no forks:
 //!
-//! - [`Connector`]: a hyper-util client connector (a tower `Service<Uri>`) dialing through a
-//!   [`Host`]; use it with `hyper_util::client::legacy::Client::builder(..).build(connector)`;
-//! - [`ServeListener`]: `axum::serve::Listener` for a [`TcpListener`] (feature `axum`), so
+//! - `Connector`: a hyper-util client connector (a tower `Service<Uri>`) dialing through a
+//!   [`Host`](super::Host); use it with `hyper_util::client::legacy::Client::builder(..).build(connector)`
+//!   (feature `hyper`);
+//! - `ServeListener`: `axum::serve::Listener` for a [`TcpListener`] (feature `axum`), so
 //!   `axum::serve(listener, router)` serves on the simulated network;
 //! - `tonic::transport::server::Connected` for [`TcpStream`] and [`Incoming`], a stream of
 //!   accepted connections for `Server::serve_with_incoming` (feature `tonic`);
@@ -16,10 +17,14 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+#[cfg(feature = "hyper")]
 use hyper_util::rt::TokioIo;
 
-use super::{Host, TcpListener, TcpStream};
+#[cfg(feature = "hyper")]
+use super::Host;
+use super::{TcpListener, TcpStream};
 
+#[cfg(feature = "hyper")]
 /// A hyper-util client connector that dials `host:port` of each request's URI through a
 /// simulated [`Host`] (port 80 when the URI has none, 443 for `https`).
 #[derive(Clone, Debug)]
@@ -27,6 +32,7 @@ pub struct Connector {
     host: Host,
 }
 
+#[cfg(feature = "hyper")]
 impl Connector {
     /// A connector dialing from `host`.
     pub fn new(host: Host) -> Connector {
@@ -34,6 +40,7 @@ impl Connector {
     }
 }
 
+#[cfg(feature = "hyper")]
 /// A connector's error, worded as hyper-util's `HttpConnector` words its own: `dns error` when the
 /// name does not resolve, `tcp connect error` when the dial fails, the `io::Error` as its source —
 /// so that the status a tonic client shows for a refused dial reads the same as over real TCP.
@@ -43,6 +50,7 @@ pub struct ConnectError {
     cause: io::Error,
 }
 
+#[cfg(feature = "hyper")]
 impl ConnectError {
     /// The dial's error.
     pub fn io(&self) -> &io::Error {
@@ -50,24 +58,28 @@ impl ConnectError {
     }
 }
 
+#[cfg(feature = "hyper")]
 impl std::fmt::Display for ConnectError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.msg)
     }
 }
 
+#[cfg(feature = "hyper")]
 impl std::error::Error for ConnectError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         Some(&self.cause)
     }
 }
 
+#[cfg(feature = "hyper")]
 impl From<ConnectError> for io::Error {
     fn from(e: ConnectError) -> io::Error {
         e.cause
     }
 }
 
+#[cfg(feature = "hyper")]
 impl tower_service::Service<http::Uri> for Connector {
     type Response = TokioIo<TcpStream>;
     type Error = ConnectError;
@@ -99,6 +111,7 @@ impl tower_service::Service<http::Uri> for Connector {
     }
 }
 
+#[cfg(feature = "hyper")]
 impl hyper_util::client::legacy::connect::Connection for TcpStream {
     fn connected(&self) -> hyper_util::client::legacy::connect::Connected {
         hyper_util::client::legacy::connect::Connected::new()

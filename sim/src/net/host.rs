@@ -357,6 +357,7 @@ impl Host {
                     listener: None,
                     dialed,
                     mapped: [mapped, false],
+                    exchange: Default::default(),
                 },
             );
             let dial_id = st.next_id();

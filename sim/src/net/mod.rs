@@ -52,6 +52,7 @@
 
 pub mod adapters;
 pub mod control;
+mod exchange;
 mod host;
 pub mod nemesis;
 mod state;
@@ -217,6 +218,7 @@ impl Network {
             ended: Default::default(),
             ports: BTreeMap::new(),
             endpoint_watches: BTreeMap::new(),
+            draining: BTreeMap::new(),
         };
         Network {
             core: Arc::new(Core {
@@ -252,6 +254,20 @@ impl Network {
         drop(st);
         self.core.record("net.incarnation", name, incarnation.to_string());
         Host::new(self.clone(), name.to_string(), addr, Some(incarnation))
+    }
+
+    /// Starts the drain watch of an incarnation (it was sent SIGTERM): from now on, a server end
+    /// of it that closes with a request it read still unanswered is noted (see the
+    /// rules of `net/exchange.rs`: HTTP/1.x and HTTP/2 are followed).
+    pub(crate) fn watch_drain(&self, name: &str, incarnation: u64) {
+        self.core.lock().draining.entry((name.to_string(), incarnation)).or_default();
+    }
+
+    /// Ends the drain watch of an incarnation: the requests its server ends left unanswered when
+    /// they closed, one line per connection (`conn#7 from client-0 (…): 1 HTTP/1.1 request(s):
+    /// PUT /kv/a`).
+    pub(crate) fn take_unanswered(&self, name: &str, incarnation: u64) -> Vec<String> {
+        self.core.lock().draining.remove(&(name.to_string(), incarnation)).unwrap_or_default()
     }
 
     /// Ends an incarnation of a host: its process is gone, and with it its sockets.

@@ -4,6 +4,19 @@
 //! swarm flag, so some runs have none of a kind), how many, when (inside a window of fake time)
 //! and for how long, and schedules each as a control with its release. Every fault heals by the
 //! end of the window, so a liveness phase can follow.
+//!
+//! The faults, each kind a swarm flag (p = 0.5), `nemesis.count` of each (0..=`max_faults`):
+//! - **partition** (`nemesis.partitions`): one host isolated ([`Partition::isolate`]) for up to
+//!   `longest`: bytes to and from it queue, none is lost;
+//! - **reset** (`nemesis.resets`): the connections to one host reset ([`Reset`]);
+//! - **lost response** (`nemesis.lost_responses`): every byte from one host to its clients held
+//!   ([`HoldAfterBytes`] toward the client) for up to `longest`: requests are processed, their
+//!   responses do not arrive until the hold ends.
+//!
+//! Hosts are host names: a service's replicas (`kv-0`, `kv-1`, as
+//! [`crate::node::System::replicas`] returns them) or hosts made with [`super::Network::host`],
+//! not a service's routing name (`kv`), which has no host of its own. Times are fake time since
+//! the run started.
 
 use std::time::Duration;
 
@@ -19,7 +32,8 @@ pub struct Nemesis {
 }
 
 impl Nemesis {
-    /// A nemesis over these hosts, acting between `start` and `end` of fake time.
+    /// A nemesis over these hosts (host names: replicas such as `kv-0`, not a service's name),
+    /// acting between `start` and `end`: fake time since the run started, not since the call.
     pub fn new<S: AsRef<str>>(hosts: &[S], start: Duration, end: Duration) -> Nemesis {
         Nemesis {
             hosts: hosts.iter().map(|h| h.as_ref().to_string()).collect(),

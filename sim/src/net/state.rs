@@ -168,6 +168,9 @@ pub(crate) struct Conn {
     /// Whether each end is an IPv6 socket carrying IPv4 (a v4-mapped dial, or a connection a
     /// `[::]` listener accepted over IPv4): its addresses show as `[::ffff:a.b.c.d]`.
     pub mapped: [bool; 2],
+    /// Requests and responses as the server end (end 1) read and wrote them, for the drain
+    /// oracle of a node's own serve loop.
+    pub exchange: super::exchange::Exchange,
 }
 
 /// `a.b.c.d:p` as an IPv6 socket shows it, `[::ffff:a.b.c.d]:p`; IPv6 addresses unchanged.
@@ -292,6 +295,9 @@ pub(crate) struct State {
     pub ports: BTreeMap<String, BTreeSet<(SocketAddr, u16)>>,
     /// Watchers of service endpoints.
     pub endpoint_watches: BTreeMap<String, tokio::sync::watch::Sender<Vec<String>>>,
+    /// Incarnations draining after SIGTERM (host, incarnation), with the requests their server
+    /// ends left unanswered when they closed (see [`super::exchange`]).
+    pub draining: BTreeMap<(String, u64), Vec<String>>,
 }
 
 /// The shared core of a [`super::Network`].
@@ -676,6 +682,7 @@ pub(crate) fn reset_both(core: &Arc<Core>, st: &mut State, conn: ConnId) {
 
 /// The user dropped the last handle of end `i`.
 pub(crate) fn close_end(core: &Arc<Core>, st: &mut State, conn: ConnId, i: usize) {
+    note_unanswered(st, conn, i);
     let Some(c) = st.conns.get_mut(&conn) else {
         return;
     };
@@ -709,6 +716,7 @@ pub(crate) fn close_end(core: &Arc<Core>, st: &mut State, conn: ConnId, i: usize
 /// way still arrive ahead of the RST.
 pub(crate) fn abort_end(core: &Arc<Core>, st: &mut State, conn: ConnId, i: usize) {
     let held = super::control::held(st, conn, i) || super::control::hold_allowance(st, conn, i) == Some(0);
+    note_unanswered(st, conn, i);
     let Some(c) = st.conns.get_mut(&conn) else { return };
     c.ends[i].closed = true;
     if c.ends[i].reset {
@@ -758,6 +766,26 @@ pub(crate) fn drop_listener(core: &Arc<Core>, st: &mut State, id: ListenerId, re
 }
 
 /// Forgets a connection once both ends are closed and nothing is in flight.
+/// The server end (`i == 1`) of `conn` is closing (or aborting): if its incarnation is draining
+/// and a request it read is unanswered while its client is still there, notes it for the drain
+/// oracle, once (the exchange is not followed further).
+fn note_unanswered(st: &mut State, conn: ConnId, i: usize) {
+    if i != 1 || st.draining.is_empty() {
+        return;
+    }
+    let Some(c) = st.conns.get_mut(&conn) else { return };
+    let client_gone = c.ends[0].closed || c.ends[0].reset || c.pipes[0].fin_delivered;
+    if c.ends[1].closed || c.ends[1].reset || client_gone {
+        return;
+    }
+    let Some(what) = c.exchange.in_flight() else { return };
+    c.exchange = super::exchange::Exchange::Opaque;
+    let note = format!("conn#{conn} from {} ({}): {what}", c.hosts[0], c.addrs[0]);
+    if let Some(notes) = st.draining.get_mut(&(c.hosts[1].clone(), c.incarnations[1])) {
+        notes.push(note);
+    }
+}
+
 pub(crate) fn maybe_forget(st: &mut State, conn: ConnId) {
     let done = st.conns.get(&conn).is_some_and(|c| {
         c.ends.iter().all(|e| e.closed) && c.pipes.iter().all(|p| p.queue.is_empty() && p.scheduled.is_none())

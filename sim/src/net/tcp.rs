@@ -77,6 +77,7 @@ impl EndHandle {
             if let Some(max) = max {
                 want = want.min(max);
             }
+            let filled = buf.filled().len();
             let mut copied = 0;
             while copied < want {
                 let Some(front) = c.pipes[from].recv.front_mut() else {
@@ -92,6 +93,9 @@ impl EndHandle {
                 copied += take;
             }
             c.pipes[from].recv_bytes -= copied;
+            if i == 1 {
+                c.exchange.inbound(&buf.filled()[filled..]);
+            }
             if let Some(every) = every {
                 c.ends[i].throttle_until = Some(now + every);
             }
@@ -152,6 +156,9 @@ impl EndHandle {
             n = n.min(*budget);
             *budget -= n;
             cut = *budget == 0;
+        }
+        if i == 1 {
+            c.exchange.outbound(&data[..n]);
         }
         if n > 0 {
             state::send_segment(core, &mut st, self.conn, i, SegKind::Data(Bytes::copy_from_slice(&data[..n])));

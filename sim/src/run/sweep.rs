@@ -592,14 +592,12 @@ impl Sweep {
             if let Some(path) = &outcome.trace
                 && let Ok(content) = std::fs::read_to_string(path)
             {
-                let lines: Vec<&str> = content.lines().collect();
-                let tail = &lines[lines.len().saturating_sub(self.sim.trace_tail)..];
-                text.push_str(&format!("  last {} lines of the trace of seed {}:\n", tail.len(), outcome.seed));
-                for line in tail {
-                    text.push_str("    ");
-                    text.push_str(line);
-                    text.push('\n');
-                }
+                text.push_str(&crate::trace::excerpt_for(
+                    &content,
+                    outcome.failure.as_ref(),
+                    outcome.seed,
+                    self.sim.trace_tail,
+                ));
             }
         }
         eprint!("{text}");
