@@ -29,11 +29,22 @@ where
 
 macro_rules! conformance {
     ($name:ident, $body:ident, $expected:expr) => {
+        conformance!($name, $body, $expected, requires: None);
+    };
+    // `requires`: `None`, or `Some(reason)` when this machine lacks what the real side needs
+    // (then only the simulated side is checked against the measurement, and the skip is said).
+    ($name:ident, $body:ident, $expected:expr, requires: $missing:expr) => {
         #[test]
         fn $name() {
             let expected: Vec<String> = $expected.iter().map(|s: &&str| s.to_string()).collect();
-            let real = run_real(|| async { $body(&Real).await });
-            assert_eq!(real, expected, "real loopback differs from the Linux measurement");
+            let missing: Option<String> = $missing;
+            match missing {
+                Some(reason) => eprintln!("{}: real loopback side skipped: {reason}", stringify!($name)),
+                None => {
+                    let real = run_real(|| async { $body(&Real).await });
+                    assert_eq!(real, expected, "real loopback differs from the Linux measurement");
+                }
+            }
             let report = Simulation::new(stringify!($name)).seeds(0..6).run(move |ctx| {
                 let expected = expected.clone();
                 async move {
@@ -839,8 +850,9 @@ async fn ipv6_dual_stack<S: Stack>(s: &S) -> Vec<String> {
             ip(l2.as_ref().map_err(clone_err).and_then(|l| s.listener_addr(l)))
         ));
     }
-    let resolved = s.resolve("localhost").await.map(|ips| ips.iter().map(ToString::to_string).collect::<Vec<_>>());
-    out.push(format!("resolve localhost: {}", obs(&resolved)));
+    // (Where /etc/hosts also maps localhost to ::1, glibc returns it too; the simulation does not.)
+    let resolved = s.resolve("localhost").await.map(|ips| ips.contains(&std::net::IpAddr::from([127, 0, 0, 1])));
+    out.push(format!("resolve localhost includes 127.0.0.1: {}", obs(&resolved)));
     out
 }
 
@@ -885,9 +897,16 @@ conformance!(
         "listen [::]:P then [::1]:P: Err(EADDRINUSE)",
         "listen [::ffff:127.0.0.1]:P then 127.0.0.1:P: Err(EADDRINUSE)",
         "listen [::ffff:127.0.0.1]:P then [::1]:P: ::1",
-        "resolve localhost: Ok([\"127.0.0.1\"])",
-    ]
+        "resolve localhost includes 127.0.0.1: Ok(true)",
+    ],
+    requires: no_ipv6_loopback()
 );
+
+/// Why this machine cannot run the IPv6 body on real sockets, if it cannot: no `::1`
+/// (containers often run with IPv6 disabled).
+fn no_ipv6_loopback() -> Option<String> {
+    std::net::TcpListener::bind("[::1]:0").err().map(|e| format!("no IPv6 loopback here (bind [::1]:0: {e})"))
+}
 
 /// Writes `chunk` again and again for `during`; returns the bytes accepted.
 async fn write_during<W: tokio::io::AsyncWrite + Unpin>(stream: &mut W, chunk: &[u8], during: Duration) -> usize {
@@ -1026,6 +1045,11 @@ fn ipv6_beyond_loopback_fails_at_once_and_dual_stack_serves_other_hosts() {
             check(
                 format!("the dialer sees plain IPv4: {:?}", stream.peer_addr()),
                 stream.peer_addr().ok() == Some(SocketAddr::new(server_ip, 80)),
+            )?;
+            let localhost = client.resolve("localhost").ok();
+            check(
+                format!("localhost resolves to 127.0.0.1 only: {localhost:?}"),
+                localhost == Some(vec![[127, 0, 0, 1].into()]),
             )?;
             let _own = server.listen("[::1]:81").map_err(|e| Failure::correctness("ipv6", e.to_string()))?;
             let other = client.dial("server:81").await.map(|_| ());

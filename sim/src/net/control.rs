@@ -477,7 +477,8 @@ impl Control for BlackholeDials {
 /// drops SYNs.
 #[derive(Clone, Debug)]
 pub struct PauseListener {
-    /// The listener's address.
+    /// The listener's address, as its `local_addr` reports it (a loopback address such as
+    /// `127.0.0.1:P` or `[::1]:P` is every host's: it pauses each host's listener there).
     pub addr: SocketAddr,
 }
 
