@@ -159,7 +159,7 @@ impl Sweep {
             shard_note = Some(format!("shard {i}/{n}: {} of {all} seeds", seeds.len()));
         }
         let child_out = env_var("SIM_CHILD_OUT").map(PathBuf::from);
-        let child_throwaway = env_parse::<u32>("SIM_CHILD_THROWAWAY", "a count")?.unwrap_or(0).min(THROWAWAY_RUNS_MAX);
+        let child_throwaway = env_parse::<u32>("SIM_CHILD_THROWAWAY", "a count")?.unwrap_or(0);
         if child_out.is_some() {
             sim.confirm = 0;
             sim.repeat_processes = 0;
