@@ -331,8 +331,16 @@ fn main() {
     let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/sim-bench/linearizable");
     std::fs::create_dir_all(&out).expect("create the bench output directory");
 
-    let mut files = Vec::new();
+    // Porcupine runs right after ours on each file, so both see the machine in the same state.
+    let binary = match build_porcupine(&out) {
+        Ok(binary) => Some(binary),
+        Err(why) => {
+            println!("porcupine: {why}");
+            None
+        }
+    };
     let mut ours = Vec::new();
+    let mut theirs = Vec::new();
     for shape in &shapes {
         let path = out.join(format!("{}.jsonl", shape.name));
         let lines: Vec<String> = generate(shape).iter().map(|op| to_json(op).to_string()).collect();
@@ -359,16 +367,14 @@ fn main() {
             if shape.stale_read { "with a stale read" } else { "linearizable" }
         );
         ours.push((verdict_name(&verdict), median(times), history.len()));
-        files.push(path);
+        if let Some(binary) = &binary {
+            let parallel = run_porcupine(binary, std::slice::from_ref(&path), runs, None).remove(0);
+            let single = run_porcupine(binary, std::slice::from_ref(&path), runs, Some(1)).remove(0);
+            theirs.push((parallel, single));
+        }
     }
 
-    let porcupine = match build_porcupine(&out) {
-        Ok(binary) => Some((run_porcupine(&binary, &files, runs, None), run_porcupine(&binary, &files, runs, Some(1)))),
-        Err(why) => {
-            println!("porcupine: {why}");
-            None
-        }
-    };
+    let porcupine = binary.map(|_| theirs);
 
     println!("linearizability check, median of {runs} runs (files in {})", out.display());
     println!(
@@ -379,8 +385,8 @@ fn main() {
     for (i, shape) in shapes.iter().enumerate() {
         let (verdict, ours_time, ops) = ours[i];
         match &porcupine {
-            Some((parallel, single)) => {
-                let (p, p1) = (&parallel[i], &single[i]);
+            Some(theirs) => {
+                let (p, p1) = (&theirs[i].0, &theirs[i].1);
                 for (who, theirs) in [("porcupine", &p.verdict), ("porcupine (1 cpu)", &p1.verdict)] {
                     if theirs != "Unknown" && verdict != "Unknown" {
                         assert_eq!(theirs, verdict, "{}: {who} says {theirs}, sim says {verdict}", shape.name);
