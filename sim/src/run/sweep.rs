@@ -4,7 +4,10 @@
 //!
 //! Fresh processes are this same executable, started with `SIM_SEEDS`, `SIM_ONLY` and
 //! `SIM_CHILD_OUT` (where the child writes one JSON line per seed, with its history when
-//! `SIM_CHILD_HISTORY` is set) and the arguments that select the same test.
+//! `SIM_CHILD_HISTORY` is set) and the arguments that select the same test. A test that runs two
+//! simulations of one name is answered for the one that asked: `SIM_CHILD_OCCURRENCE` says which
+//! of the sweeps of that name the test's thread starts writes the lines (the others run but
+//! write nothing).
 //!
 //! A fresh process reproduces process-wide state too: a counter in a static (the one
 //! `futures::select!` seeds its shuffle from, tokio's task ids) takes the same values in a
@@ -59,6 +62,11 @@ struct ChildLine {
     history: Option<Vec<Entry>>,
 }
 
+thread_local! {
+    /// Sweeps started on this thread, by simulation name (see [`Sweep::occurrence`]).
+    static OCCURRENCES: std::cell::RefCell<BTreeMap<String, u32>> = const { std::cell::RefCell::new(BTreeMap::new()) };
+}
+
 /// The simulation with its environment applied.
 pub(crate) struct Sweep {
     sim: Simulation,
@@ -70,6 +78,11 @@ pub(crate) struct Sweep {
     child_history: bool,
     /// Runs of the first seed made and thrown away before the sweep (fresh processes only).
     child_throwaway: u32,
+    /// How many sweeps of this simulation's name this thread started before this one: a test
+    /// may run two simulations of one name, and a fresh process answers for the same one.
+    occurrence: u32,
+    /// In a fresh process: the occurrence whose results go to `SIM_CHILD_OUT`.
+    child_occurrence: u32,
     trace_all: bool,
     skip: Option<String>,
     shard_note: Option<String>,
@@ -164,9 +177,18 @@ impl Sweep {
             sim.confirm = 0;
             sim.repeat_processes = 0;
         }
+        let child_occurrence = env_parse::<u32>("SIM_CHILD_OCCURRENCE", "a count")?.unwrap_or(0);
+        let occurrence = OCCURRENCES.with(|o| {
+            let mut o = o.borrow_mut();
+            let n = o.entry(sim.name.clone()).or_insert(0);
+            *n += 1;
+            *n - 1
+        });
         let invocation = Invocation::detect(sim.test_name.as_deref());
         let identity = Identity::current(&invocation, &sim.features);
         Ok(Sweep {
+            occurrence,
+            child_occurrence,
             child_history: env_var("SIM_CHILD_HISTORY").is_some(),
             child_throwaway: if child_out.is_some() { child_throwaway } else { 0 },
             sim,
@@ -243,7 +265,9 @@ impl Sweep {
             return Err(ConfigError::Swarm(SwarmError::Unknown { unknown, known: drawn.into_iter().collect() }));
         }
 
-        if let Some(path) = &self.child_out {
+        if let Some(path) = &self.child_out
+            && self.occurrence == self.child_occurrence
+        {
             self.write_child(path, &results);
         }
         let mut outcomes = Vec::with_capacity(results.len());
@@ -415,6 +439,7 @@ impl Sweep {
             .env("SIM_CHILD_OUT", &out)
             .env("SIM_REPEAT", "1")
             .env("SIM_CHILD_THROWAWAY", throwaway.to_string())
+            .env("SIM_CHILD_OCCURRENCE", self.occurrence.to_string())
             .env("SIM_MODE", if self.sim.mode == Mode::Explore { "explore" } else { "replay" })
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
