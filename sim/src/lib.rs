@@ -16,6 +16,7 @@
 //! | [`runtime`] | the run's thread and runtime; task owners ([`spawn_detached`]); [`runtime::interpose`] (libc interposition) |
 //! | [`driver`] | the harness event queue |
 //! | [`history`] | the event log, its chained hash, and the diff of two histories |
+//! | [`fault`] | one shape for faults on any target: install now (a guard) or at fake times ("at t, for d") |
 //! | [`net`] | the simulated TCP network: hosts, names, links, streams, faults, adapters |
 //! | [`workload`] | typed operations over a user model; outcomes ok / failed / indeterminate |
 //! | [`check`] | oracles: per-event and final checks, excused violations, idempotency, one response per request, liveness |
@@ -45,6 +46,8 @@ compile_error!(
 pub mod check;
 #[cfg(tokio_unstable)]
 pub mod driver;
+#[cfg(tokio_unstable)]
+pub mod fault;
 #[cfg(tokio_unstable)]
 pub mod history;
 #[cfg(tokio_unstable)]

@@ -8,9 +8,10 @@
 //! be throttled or get short reads; a write can be cut short by a reset. Never duplication,
 //! reordering or corruption.
 //!
-//! Install a control with [`super::Network::install`] (it lasts until the returned
-//! [`ControlGuard`] is dropped or released: the hold-until form), or schedule it at fake times with
-//! [`super::Network::at`] and [`Scheduled::until`]. Decisions are keyed on identity — host names,
+//! Each control is a [`Fault`] on the [`Network`] (see [`crate::fault`]): install it with
+//! [`super::Network::install`] (it lasts until the returned [`crate::fault::FaultGuard`] is dropped
+//! or released: the hold-until form), or schedule it at fake times with [`super::Network::at`] and
+//! [`crate::fault::Scheduled::lasting`]. Decisions are keyed on identity — host names,
 //! connection ids, ports, listener addresses — never on how many times something was called.
 
 use std::fmt;
@@ -20,6 +21,7 @@ use std::time::Duration;
 
 use super::state::{self, ConnId, HostMode, State};
 use super::{ConnInfo, Network};
+use crate::fault::{Fault, Undo};
 
 pub(crate) type RuleId = u64;
 
@@ -233,33 +235,7 @@ pub(crate) fn read_limit(st: &State, conn: ConnId, side: usize) -> (Option<usize
     (max, every)
 }
 
-/// Undoes an installed control.
-pub type Undo = Box<dyn FnOnce(&Network) + Send>;
-
-/// A fault or scripted control: a value that changes the network while installed.
-///
-/// Implementations install rules with the crate's own primitives; any closure
-/// `Fn(&Network) -> Undo` is a control too.
-pub trait Control: Send + Sync + 'static {
-    /// What it does, for the history (`"partition [a] | [b]"`).
-    fn describe(&self) -> String;
-    /// Applies it; returns how to undo it.
-    fn install(&self, net: &Network) -> Undo;
-}
-
-impl<F> Control for F
-where
-    F: Fn(&Network) -> Undo + Send + Sync + 'static,
-{
-    fn describe(&self) -> String {
-        "custom control".to_string()
-    }
-    fn install(&self, net: &Network) -> Undo {
-        self(net)
-    }
-}
-
-fn add_rule(net: &Network, rule: Rule) -> Undo {
+fn add_rule(net: &Network, rule: Rule) -> Undo<Network> {
     let id = {
         let mut st = net.core.lock();
         let id = st.next_id();
@@ -298,11 +274,11 @@ impl Clog {
     }
 }
 
-impl Control for Clog {
+impl Fault<Network> for Clog {
     fn describe(&self) -> String {
         format!("clog {:?} -> {:?}", self.from, self.to)
     }
-    fn install(&self, net: &Network) -> Undo {
+    fn install(&self, net: &Network) -> Undo<Network> {
         add_rule(net, Rule::Clog { from: self.from.clone(), to: self.to.clone(), except: Vec::new() })
     }
 }
@@ -329,7 +305,7 @@ impl Partition {
     }
 }
 
-impl Control for Partition {
+impl Fault<Network> for Partition {
     fn describe(&self) -> String {
         if self.b.is_empty() {
             format!("partition: isolate {:?}", self.a)
@@ -337,7 +313,7 @@ impl Control for Partition {
             format!("partition {:?} | {:?}", self.a, self.b)
         }
     }
-    fn install(&self, net: &Network) -> Undo {
+    fn install(&self, net: &Network) -> Undo<Network> {
         if self.a.is_empty() || (self.b.is_empty() && !self.isolate) {
             net.core.record("net.control.ignored", "network", "partition with an empty side");
             return Box::new(|_| {});
@@ -360,11 +336,11 @@ pub struct Hold {
     pub direction: Direction,
 }
 
-impl Control for Hold {
+impl Fault<Network> for Hold {
     fn describe(&self) -> String {
         format!("hold {:?} of {}", self.direction, self.conn.describe())
     }
-    fn install(&self, net: &Network) -> Undo {
+    fn install(&self, net: &Network) -> Undo<Network> {
         add_rule(net, Rule::Hold { conn: self.conn.clone(), direction: self.direction })
     }
 }
@@ -381,11 +357,11 @@ pub struct HoldAfterBytes {
     pub bytes: u64,
 }
 
-impl Control for HoldAfterBytes {
+impl Fault<Network> for HoldAfterBytes {
     fn describe(&self) -> String {
         format!("hold {:?} of {} after {} bytes", self.direction, self.conn.describe(), self.bytes)
     }
-    fn install(&self, net: &Network) -> Undo {
+    fn install(&self, net: &Network) -> Undo<Network> {
         add_rule(net, Rule::HoldAfter { conn: self.conn.clone(), direction: self.direction, bytes: self.bytes })
     }
 }
@@ -398,11 +374,11 @@ pub struct Reset {
     pub conn: ConnSel,
 }
 
-impl Control for Reset {
+impl Fault<Network> for Reset {
     fn describe(&self) -> String {
         format!("reset {}", self.conn.describe())
     }
-    fn install(&self, net: &Network) -> Undo {
+    fn install(&self, net: &Network) -> Undo<Network> {
         net.reset_where(&self.conn);
         let sel = self.conn.clone();
         net.add_on_established(std::sync::Arc::new(move |net, info| {
@@ -423,11 +399,11 @@ pub struct Silence {
     pub conn: ConnSel,
 }
 
-impl Control for Silence {
+impl Fault<Network> for Silence {
     fn describe(&self) -> String {
         format!("silence {}", self.conn.describe())
     }
-    fn install(&self, net: &Network) -> Undo {
+    fn install(&self, net: &Network) -> Undo<Network> {
         net.silence_where(&self.conn);
         let sel = self.conn.clone();
         net.add_on_established(std::sync::Arc::new(move |net, info| {
@@ -446,11 +422,11 @@ pub struct RefuseDials {
     pub target: String,
 }
 
-impl Control for RefuseDials {
+impl Fault<Network> for RefuseDials {
     fn describe(&self) -> String {
         format!("refuse dials to {}", self.target)
     }
-    fn install(&self, net: &Network) -> Undo {
+    fn install(&self, net: &Network) -> Undo<Network> {
         add_rule(net, Rule::Refuse { target: self.target.clone() })
     }
 }
@@ -463,11 +439,11 @@ pub struct BlackholeDials {
     pub target: String,
 }
 
-impl Control for BlackholeDials {
+impl Fault<Network> for BlackholeDials {
     fn describe(&self) -> String {
         format!("black-hole dials to {}", self.target)
     }
-    fn install(&self, net: &Network) -> Undo {
+    fn install(&self, net: &Network) -> Undo<Network> {
         add_rule(net, Rule::Blackhole { target: self.target.clone() })
     }
 }
@@ -482,11 +458,11 @@ pub struct PauseListener {
     pub addr: SocketAddr,
 }
 
-impl Control for PauseListener {
+impl Fault<Network> for PauseListener {
     fn describe(&self) -> String {
         format!("pause listener {}", self.addr)
     }
-    fn install(&self, net: &Network) -> Undo {
+    fn install(&self, net: &Network) -> Undo<Network> {
         let undo = add_rule(net, Rule::Pause { addr: self.addr });
         Box::new(move |net| {
             undo(net);
@@ -509,7 +485,7 @@ pub struct ThrottleReader {
     pub every: Duration,
 }
 
-impl Control for ThrottleReader {
+impl Fault<Network> for ThrottleReader {
     fn describe(&self) -> String {
         format!(
             "throttle {:?} reads of {} to {} bytes per {:?}",
@@ -519,7 +495,7 @@ impl Control for ThrottleReader {
             self.every
         )
     }
-    fn install(&self, net: &Network) -> Undo {
+    fn install(&self, net: &Network) -> Undo<Network> {
         add_rule(
             net,
             Rule::Throttle { conn: self.conn.clone(), side: self.side, bytes: self.bytes.max(1), every: self.every },
@@ -538,11 +514,11 @@ pub struct ShortReads {
     pub bytes: usize,
 }
 
-impl Control for ShortReads {
+impl Fault<Network> for ShortReads {
     fn describe(&self) -> String {
         format!("short reads of at most {} bytes at {:?} of {}", self.bytes, self.side, self.conn.describe())
     }
-    fn install(&self, net: &Network) -> Undo {
+    fn install(&self, net: &Network) -> Undo<Network> {
         add_rule(net, Rule::ShortReads { conn: self.conn.clone(), side: self.side, bytes: self.bytes.max(1) })
     }
 }
@@ -560,11 +536,11 @@ pub struct PartialWrite {
     pub bytes: usize,
 }
 
-impl Control for PartialWrite {
+impl Fault<Network> for PartialWrite {
     fn describe(&self) -> String {
         format!("partial write: {:?} of {} resets after {} more bytes", self.side, self.conn.describe(), self.bytes)
     }
-    fn install(&self, net: &Network) -> Undo {
+    fn install(&self, net: &Network) -> Undo<Network> {
         let mut st = net.core.lock();
         let ids: Vec<ConnId> = st.conns.values().filter(|c| self.conn.matches(&c.info())).map(|c| c.id).collect();
         for id in ids {
@@ -585,11 +561,11 @@ pub struct SilentHost {
     pub host: String,
 }
 
-impl Control for SilentHost {
+impl Fault<Network> for SilentHost {
     fn describe(&self) -> String {
         format!("silent host {}", self.host)
     }
-    fn install(&self, net: &Network) -> Undo {
+    fn install(&self, net: &Network) -> Undo<Network> {
         let host = self.host.clone();
         {
             let mut st = net.core.lock();
@@ -622,11 +598,11 @@ pub struct Route {
     pub backends: Vec<String>,
 }
 
-impl Control for Route {
+impl Fault<Network> for Route {
     fn describe(&self) -> String {
         format!("route {} -> {:?}", self.name, self.backends)
     }
-    fn install(&self, net: &Network) -> Undo {
+    fn install(&self, net: &Network) -> Undo<Network> {
         let Some(previous) = net.endpoints(&self.name) else {
             net.core.record("net.control.ignored", &self.name, "Route: not a service name");
             return Box::new(|_| {});
@@ -639,100 +615,6 @@ impl Control for Route {
             let _ = net.set_endpoints(&name, &refs);
         })
     }
-}
-
-/// An installed control; dropping it (or [`ControlGuard::release`]) undoes it, recorded in the
-/// history. [`ControlGuard::forever`] keeps it for the rest of the run.
-#[must_use = "the control is released when the guard is dropped; call .forever() to keep it"]
-pub struct ControlGuard {
-    net: Network,
-    label: String,
-    undo: Option<Undo>,
-}
-
-impl fmt::Debug for ControlGuard {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ControlGuard").field("control", &self.label).finish()
-    }
-}
-
-impl ControlGuard {
-    pub(crate) fn new(net: Network, label: String, undo: Undo) -> ControlGuard {
-        ControlGuard { net, label, undo: Some(undo) }
-    }
-
-    /// Undoes the control now.
-    pub fn release(mut self) {
-        self.undo_now();
-    }
-
-    /// Keeps the control for the rest of the run.
-    pub fn forever(mut self) {
-        self.undo = None;
-    }
-
-    fn undo_now(&mut self) {
-        if let Some(undo) = self.undo.take() {
-            self.net.core.record("net.control.release", "network", &self.label);
-            undo(&self.net);
-        }
-    }
-}
-
-impl Drop for ControlGuard {
-    fn drop(&mut self) {
-        self.undo_now();
-    }
-}
-
-/// Where a scheduled control's guard lives between its install and its release.
-#[derive(Default)]
-pub(crate) struct Slot {
-    /// A release was scheduled ([`Scheduled::until`]): keep the guard for it.
-    pub(crate) release_scheduled: bool,
-    /// The release fired before the install (both due at once): release at install.
-    pub(crate) released_early: bool,
-    pub(crate) guard: Option<ControlGuard>,
-}
-
-/// A control scheduled at a fake time with [`super::Network::at`]. [`Scheduled::until`] and
-/// [`Scheduled::lasting`] schedule its release; without them ([`Scheduled::forever`], or dropping
-/// this) it stays installed for the rest of the run.
-#[must_use = "call .until(t), .lasting(d) or .forever()"]
-pub struct Scheduled {
-    pub(crate) net: Network,
-    pub(crate) slot: Arc<std::sync::Mutex<Slot>>,
-    pub(crate) at: Duration,
-}
-
-impl Scheduled {
-    /// Releases the control at fake time `t` since the run started.
-    pub fn until(self, t: Duration) {
-        self.slot.lock().unwrap_or_else(|p| p.into_inner()).release_scheduled = true;
-        let slot = Arc::clone(&self.slot);
-        self.net.core.driver.at(
-            t.max(self.at),
-            crate::Event::new("net.control.until", "network").action(move || {
-                let guard = {
-                    let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
-                    if slot.guard.is_none() {
-                        slot.released_early = true;
-                    }
-                    slot.guard.take()
-                };
-                drop(guard);
-            }),
-        );
-    }
-
-    /// Releases the control `d` after it was installed.
-    pub fn lasting(self, d: Duration) {
-        let at = self.at;
-        self.until(at + d);
-    }
-
-    /// Keeps the control for the rest of the run once installed.
-    pub fn forever(self) {}
 }
 
 pub(crate) fn reset_conn(net: &Network, st: &mut State, id: ConnId) {

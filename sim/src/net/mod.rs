@@ -65,8 +65,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub use control::{
-    BlackholeDials, Clog, ConnSel, Control, ControlGuard, Direction, Hold, HoldAfterBytes, PartialWrite, Partition,
-    PauseListener, RefuseDials, Reset, Route, Scheduled, ShortReads, Side, Silence, SilentHost, ThrottleReader,
+    BlackholeDials, Clog, ConnSel, Direction, Hold, HoldAfterBytes, PartialWrite, Partition, PauseListener,
+    RefuseDials, Reset, Route, ShortReads, Side, Silence, SilentHost, ThrottleReader,
 };
 pub use host::{DialOptions, Host};
 
@@ -74,6 +74,26 @@ pub use nemesis::Nemesis;
 pub use tcp::{OwnedReadHalf, OwnedWriteHalf, ReadHalf, ReuniteError, TcpListener, TcpStream, WriteHalf};
 
 use state::{Core, NameKind, State};
+
+use crate::fault::{self, Fault, FaultGuard, Phase, Scheduled, Target};
+
+/// The network's controls are faults: installs are recorded as `net.control`, releases as
+/// `net.control.release`, scheduled ones run as the harness events `net.control.at` and
+/// `net.control.until`.
+impl Target for Network {
+    fn event(&self, phase: Phase, label: &str) -> crate::Event {
+        match phase {
+            Phase::Install => crate::Event::new("net.control.at", "network").detail(label),
+            Phase::Release => crate::Event::new("net.control.until", "network"),
+        }
+    }
+    fn installed(&self, label: &str) {
+        self.core.record("net.control", "network", label);
+    }
+    fn released(&self, label: &str) {
+        self.core.record("net.control.release", "network", label);
+    }
+}
 
 /// The message of a failed name lookup: what `getaddrinfo` reports for an unknown name
 /// (`EAI_NONAME`), as std's resolver words it.
@@ -466,37 +486,16 @@ impl Network {
         self.core.lock().conns.values().filter(|c| c.established).map(|c| c.info()).collect()
     }
 
-    /// Installs a control until the returned guard is dropped or released; recorded in the
-    /// history.
-    pub fn install(&self, control: impl Control) -> ControlGuard {
-        let label = control.describe();
-        self.core.record("net.control", "network", &label);
-        let undo = control.install(self);
-        ControlGuard::new(self.clone(), label, undo)
+    /// Installs a control (a [`Fault`] on the network) until the returned guard is dropped or
+    /// released; recorded in the history (see [`crate::fault`]).
+    pub fn install(&self, control: impl Fault<Network>) -> FaultGuard {
+        fault::install(self, control)
     }
 
     /// Schedules a control at fake time `at` since the run started; say when it ends with
     /// [`Scheduled::until`] or [`Scheduled::lasting`] (or keep it with [`Scheduled::forever`]).
-    pub fn at(&self, at: Duration, control: impl Control) -> Scheduled {
-        let slot: Arc<Mutex<control::Slot>> = Arc::default();
-        let (net, slot2) = (self.clone(), Arc::clone(&slot));
-        let label = control.describe();
-        self.core.driver.at(
-            at,
-            crate::Event::new("net.control.at", "network").detail(label).action(move || {
-                let guard = net.install(control);
-                let mut slot = slot2.lock().unwrap_or_else(|p| p.into_inner());
-                if slot.released_early {
-                    drop(slot);
-                    guard.release();
-                } else if slot.release_scheduled {
-                    slot.guard = Some(guard);
-                } else {
-                    guard.forever();
-                }
-            }),
-        );
-        Scheduled { net: self.clone(), slot, at }
+    pub fn at(&self, at: Duration, control: impl Fault<Network>) -> Scheduled {
+        fault::at(&self.core.driver, self, at, control)
     }
 
     /// Resets every connection `sel` selects (both ends see RST now).
@@ -521,7 +520,7 @@ impl Network {
         }
     }
 
-    pub(crate) fn add_on_established(&self, hook: EstablishedHook) -> control::Undo {
+    pub(crate) fn add_on_established(&self, hook: EstablishedHook) -> fault::Undo<Network> {
         let id = self.core.lock().next_id();
         self.hooks.lock().unwrap_or_else(|p| p.into_inner()).insert(id, hook);
         Box::new(move |net: &Network| {

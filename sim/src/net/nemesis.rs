@@ -89,7 +89,7 @@ impl Nemesis {
                     _ => net
                         .at(at, HoldAfterBytes { conn: ConnSel::To(a), direction: Direction::ToClient, bytes: 0 })
                         .lasting(last),
-                }
+                };
                 scheduled += 1;
             }
         }
