@@ -133,13 +133,35 @@ fn main() -> ExitCode {
         let report = sweep(&args, &case, seeds.clone(), false);
         rows.push(Row { case, report });
     }
+    print_table(&rows);
+    print_findings(&rows);
+    let replaying = only.is_some() || std::env::var_os("SIM_SEED").is_some() || std::env::var_os("SIM_SEEDS").is_some();
+    if args.measure.is_some() && replaying {
+        println!();
+        println!(
+            "--measure skipped: SIM_ONLY/SIM_SEED/SIM_SEEDS choose the seeds (a replay), and measuring sweeps its own"
+        );
+    } else if let Some(sweeps) = args.measure {
+        measure(&args, sweeps);
+    }
+    print_crash_stats();
+    println!("total {:.1}s", started.elapsed().as_secs_f64());
+    if rows.iter().all(Row::ok) {
+        ExitCode::SUCCESS
+    } else {
+        eprintln!("walkthroughs: a correct variant failed or a planted bug was not found");
+        ExitCode::FAILURE
+    }
+}
 
+/// One line per variant: seeds, failures, the first failing seed, its class and oracle, time.
+fn print_table(rows: &[Row]) {
     println!();
     println!(
         "{:<14} {:<40} {:>6} {:>9} {:>6} {:<46} {:>8} {:>10}  verdict",
         "walkthrough", "variant", "seeds", "failures", "first", "class [oracle]", "seconds", "ms/seed"
     );
-    for row in &rows {
+    for row in rows {
         let first = row.report.first_failure();
         let class = first.and_then(|o| o.failure.as_ref()).map_or("-".to_string(), |f| {
             format!("{}{}", f.class, f.oracle.as_ref().map(|o| format!(" [{o}]")).unwrap_or_default())
@@ -166,7 +188,11 @@ fn main() -> ExitCode {
         );
     }
     println!();
-    for row in &rows {
+}
+
+/// Each planted bug's finding (or a correct variant's first failures) with its replay line.
+fn print_findings(rows: &[Row]) {
+    for row in rows {
         let shown = match row.case.oracle {
             Some(oracle) => row.finding(oracle).into_iter().collect::<Vec<_>>(),
             None => row.report.failures().take(5).collect(),
@@ -183,44 +209,43 @@ fn main() -> ExitCode {
             }
         }
     }
+}
 
-    let replaying = only.is_some() || std::env::var_os("SIM_SEED").is_some() || std::env::var_os("SIM_SEEDS").is_some();
-    if args.measure.is_some() && replaying {
-        println!();
-        println!(
-            "--measure skipped: SIM_ONLY/SIM_SEED/SIM_SEEDS choose the seeds (a replay), and measuring sweeps its own"
-        );
-    } else if let Some(sweeps) = args.measure {
-        println!();
-        println!(
-            "seeds needed to find each planted bug ({sweeps} sweeps from different base seeds, at most {} seeds each):",
-            args.seeds
-        );
-        for case in all_cases().into_iter().filter(|c| c.oracle.is_some()) {
-            let mut needed = Vec::new();
-            let mut missed = 0;
-            let mut walls = Vec::new();
-            for k in 0..sweeps {
-                let base = 1_000_000 * (k + 1);
-                let report = sweep(&args, &case, base..base + args.seeds, true);
-                walls.extend(report.outcomes.iter().map(|o| o.wall()));
-                match report.failures().find(|o| o.failure.as_ref().is_some_and(|f| f.oracle.as_deref() == case.oracle))
-                {
-                    Some(found) => needed.push(found.seed.0.saturating_sub(base) + 1),
-                    None => missed += 1,
-                }
+/// `--measure`: how many seeds each planted bug takes to find, over `sweeps` sweeps from
+/// different base seeds.
+fn measure(args: &Args, sweeps: u64) {
+    println!();
+    println!(
+        "seeds needed to find each planted bug ({sweeps} sweeps from different base seeds, at most {} seeds each):",
+        args.seeds
+    );
+    for case in all_cases().into_iter().filter(|c| c.oracle.is_some()) {
+        let mut needed = Vec::new();
+        let mut missed = 0;
+        let mut walls = Vec::new();
+        for k in 0..sweeps {
+            let base = 1_000_000 * (k + 1);
+            let report = sweep(&args, &case, base..base + args.seeds, true);
+            walls.extend(report.outcomes.iter().map(|o| o.wall()));
+            match report.failures().find(|o| o.failure.as_ref().is_some_and(|f| f.oracle.as_deref() == case.oracle)) {
+                Some(found) => needed.push(found.seed.0.saturating_sub(base) + 1),
+                None => missed += 1,
             }
-            let per_seed = walls.iter().sum::<Duration>() / walls.len().max(1) as u32;
-            let (lo, hi) = (needed.iter().min().copied().unwrap_or(0), needed.iter().max().copied().unwrap_or(0));
-            println!(
-                "  {:<14} {:<40} median {:>5} seeds (min {lo}, max {hi}; not found in {missed} of {sweeps}); {:.2} ms per seed",
-                case.walkthrough,
-                case.name,
-                median(needed),
-                per_seed.as_secs_f64() * 1000.0
-            );
         }
+        let per_seed = walls.iter().sum::<Duration>() / walls.len().max(1) as u32;
+        let (lo, hi) = (needed.iter().min().copied().unwrap_or(0), needed.iter().max().copied().unwrap_or(0));
+        println!(
+            "  {:<14} {:<40} median {:>5} seeds (min {lo}, max {hi}; not found in {missed} of {sweeps}); {:.2} ms per seed",
+            case.walkthrough,
+            case.name,
+            median(needed),
+            per_seed.as_secs_f64() * 1000.0
+        );
     }
+}
+
+/// What crashes did to tasks and sockets across the whole sweep.
+fn print_crash_stats() {
     let stats = &shoppingcart::CRASH_STATS;
     let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
     println!();
@@ -231,11 +256,4 @@ fn main() -> ExitCode {
         load(&stats.zombie_polls),
         load(&stats.stale_operations)
     );
-    println!("total {:.1}s", started.elapsed().as_secs_f64());
-    if rows.iter().all(Row::ok) {
-        ExitCode::SUCCESS
-    } else {
-        eprintln!("walkthroughs: a correct variant failed or a planted bug was not found");
-        ExitCode::FAILURE
-    }
 }
