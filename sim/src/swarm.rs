@@ -272,6 +272,11 @@ impl Swarm {
         }
     }
 
+    /// Whether `SIM_SWARM` (or the overrides given to [`Swarm::new`]) names the dimension.
+    pub fn overridden(&self, name: &str) -> bool {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).overrides.contains_key(name)
+    }
+
     /// Every dimension drawn so far, by name.
     pub fn values(&self) -> BTreeMap<String, Value> {
         self.state.lock().unwrap_or_else(|p| p.into_inner()).drawn.clone()

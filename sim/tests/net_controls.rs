@@ -380,7 +380,7 @@ fn the_nemesis_draws_faults_from_the_swarm() {
         for h in hosts {
             let _ = ctx.net().host(h);
         }
-        let scheduled = Nemesis::new(&hosts, Duration::ZERO, Duration::from_secs(10)).schedule(&ctx);
+        let scheduled = Nemesis::new(&hosts, Duration::ZERO..Duration::from_secs(10)).schedule(&ctx);
         sleep(Duration::from_secs(20)).await;
         let installs = ctx.history().entries().filter(|e| e.kind == "net.control").count();
         check(installs == scheduled, format!("{scheduled} scheduled, {installs} installed"))?;
@@ -391,6 +391,28 @@ fn the_nemesis_draws_faults_from_the_swarm() {
     let counts: std::collections::BTreeSet<&str> = report.outcomes.iter().map(|o| o.swarm.as_str()).collect();
     assert!(counts.len() > 5, "the swarm varies the nemesis: {counts:?}");
     assert!(report.outcomes.iter().any(|o| o.swarm.contains("nemesis.count=0")), "some runs have no faults");
+    // A run with no faults names no fault kinds: `nemesis.partitions=true` beside
+    // `nemesis.count=0` would read as partitions that never come.
+    for o in report.outcomes.iter().filter(|o| o.swarm.contains("nemesis.count=0")) {
+        assert!(!o.swarm.contains("nemesis.partitions"), "count 0 draws no kinds: {}", o.swarm);
+    }
+    assert!(
+        report.outcomes.iter().any(|o| o.swarm.contains("nemesis.partitions")),
+        "a run with faults draws the kinds"
+    );
+}
+
+#[test]
+fn the_nemesis_refuses_a_routing_name() {
+    let report = Simulation::new("nemesis_routing_name").seeds(0..1).confirm(0).run(|ctx: Ctx| async move {
+        let _ = ctx.net().host("kv-0");
+        let _ = ctx.net().host("kv-1");
+        let _ = ctx.net().cluster_ip("kv", &["kv-0", "kv-1"]);
+        Nemesis::new(&["kv", "kv-0"], Duration::ZERO..Duration::from_secs(1)).schedule(&ctx);
+        Ok(())
+    });
+    let failure = report.failures().next().and_then(|o| o.failure.clone()).expect("a routing name fails the run");
+    assert!(failure.message.contains("\"kv\" is a service's routing name"), "{failure}");
 }
 
 #[test]
@@ -518,7 +540,7 @@ fn misconfigured_controls_and_configs_change_nothing_and_never_panic() {
                 "still connected",
             )?;
             let _ = ctx.net().host("client").dial("server:80").await.map_err(fail)?;
-            Nemesis::new(&["client", "server"], Duration::ZERO, Duration::from_secs(1))
+            Nemesis::new(&["client", "server"], Duration::ZERO..Duration::from_secs(1))
                 .longest(Duration::ZERO)
                 .schedule(&ctx);
             Ok(())

@@ -85,7 +85,7 @@ async fn simulation(ctx: Ctx, dedup: bool) -> Result<(), Failure> {
     system.start().await?;
     // Faults on the replicas' hosts (kv-0, kv-1), not on the service's name: times are fake
     // time since the run started, as for every schedule.
-    Nemesis::new(&replicas, Duration::from_secs(1), Duration::from_secs(8)).schedule(&ctx);
+    Nemesis::new(&replicas, Duration::from_secs(1)..Duration::from_secs(8)).schedule(&ctx);
     system.at(Duration::from_secs(4), Lifecycle::Restart(replicas[1].clone(), true));
     let workload = Workload::new(()).op(Operation::new("write", 1, write).effect("write"));
     let records =

@@ -18,6 +18,7 @@
 //! not a service's routing name (`kv`), which has no host of its own. Times are fake time since
 //! the run started.
 
+use std::ops::Range;
 use std::time::Duration;
 
 use super::control::{ConnSel, Direction, HoldAfterBytes, Partition, Reset};
@@ -33,11 +34,12 @@ pub struct Nemesis {
 
 impl Nemesis {
     /// A nemesis over these hosts (host names: replicas such as `kv-0`, not a service's name),
-    /// acting between `start` and `end`: fake time since the run started, not since the call.
-    pub fn new<S: AsRef<str>>(hosts: &[S], start: Duration, end: Duration) -> Nemesis {
+    /// acting inside `window`: fake time since the run started, not since the call (the same
+    /// shape as [`crate::node::System::schedule_lifecycle`]'s window).
+    pub fn new<S: AsRef<str>>(hosts: &[S], window: Range<Duration>) -> Nemesis {
         Nemesis {
             hosts: hosts.iter().map(|h| h.as_ref().to_string()).collect(),
-            window: (start, end.max(start)),
+            window: (window.start, window.end.max(window.start)),
             max_faults: 6,
             longest: Duration::from_secs(5),
         }
@@ -56,17 +58,30 @@ impl Nemesis {
     }
 
     /// Draws and schedules the faults; returns how many were scheduled. Swarm dimensions:
-    /// `nemesis.partitions`, `nemesis.resets`, `nemesis.lost_responses` (flags), and
-    /// `nemesis.count` (0..=max per kind).
+    /// `nemesis.count` (0..=max per kind) and, when it is not 0, the kinds `nemesis.partitions`,
+    /// `nemesis.resets`, `nemesis.lost_responses` (flags); with a count of 0 the kinds are not
+    /// drawn (so the swarm line does not name kinds that cannot happen) unless `SIM_SWARM`
+    /// overrides them.
+    ///
+    /// # Panics
+    /// If a host is a service's routing name (`kv`) rather than a host (`kv-0`): a fault on it
+    /// would select nothing.
     pub fn schedule(&self, ctx: &crate::Ctx) -> usize {
         let net = ctx.net();
+        for host in &self.hosts {
+            assert!(
+                net.endpoints(host).is_none(),
+                "Nemesis: {host:?} is a service's routing name, not a host: pass its replicas (System::replicas)"
+            );
+        }
         let swarm = ctx.swarm();
-        let kinds = [
-            ("partition", swarm.flag("nemesis.partitions", 0.5)),
-            ("reset", swarm.flag("nemesis.resets", 0.5)),
-            ("lost-response", swarm.flag("nemesis.lost_responses", 0.5)),
-        ];
         let count = swarm.int("nemesis.count", 0..=self.max_faults);
+        let kind = |name: &str| (count > 0 || swarm.overridden(name)) && swarm.flag(name, 0.5);
+        let kinds = [
+            ("partition", kind("nemesis.partitions")),
+            ("reset", kind("nemesis.resets")),
+            ("lost-response", kind("nemesis.lost_responses")),
+        ];
         if self.hosts.len() < 2 {
             return 0;
         }

@@ -351,7 +351,7 @@ pub async fn run(ctx: Ctx, variant: Variant) -> Result<(), Failure> {
     let mut hosts = system.replicas("cart");
     hosts.extend(system.replicas("identity"));
     hosts.extend(system.replicas("catalog"));
-    Nemesis::new(&hosts, start + Duration::from_secs(1), start + window).longest(Duration::from_secs(3)).schedule(&ctx);
+    Nemesis::new(&hosts, start + Duration::from_secs(1)..start + window).longest(Duration::from_secs(3)).schedule(&ctx);
 
     let shoppers = workload();
     let ops = ctx.swarm().int("workload.ops", 20..=80);

@@ -229,7 +229,7 @@ pub async fn run(ctx: Ctx, variant: Variant) -> Result<(), Failure> {
     let mut hosts = system.replicas("ledger");
     hosts.extend(system.replicas("keyset"));
     hosts.extend(system.replicas("wallet"));
-    Nemesis::new(&hosts, start + Duration::from_secs(1), start + window).longest(Duration::from_secs(3)).schedule(&ctx);
+    Nemesis::new(&hosts, start + Duration::from_secs(1)..start + window).longest(Duration::from_secs(3)).schedule(&ctx);
 
     let users = workload();
     let ops = ctx.swarm().int("workload.ops", 20..=80);
