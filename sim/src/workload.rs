@@ -75,7 +75,7 @@ pub struct OpRecord {
     pub ended: Duration,
     /// How it ended.
     pub outcome: OpOutcome,
-    /// The effect kinds its operation declared ([`Operation::effect`]).
+    /// The effect kinds its operation declared ([`Operation::declares_effect`]).
     pub effects: Vec<String>,
 }
 
@@ -95,7 +95,7 @@ pub struct OpRecord {
 ///     let value = op.source().below(100); // seeded: the same value on every replay
 ///     op.model().sent += 1;
 ///     // What it sends, in the history and the trace: `op.request put#<id> PUT /kv/a value=…`.
-///     op.request(format!("PUT /kv/a value={value} idempotency-key={}", op.key()));
+///     op.request(format!("PUT /kv/a value={value} idempotency-key={}", op.idempotency_key()));
 ///     // A real body dials a service from the client host: `op.host().dial("kv:80").await`.
 ///     OpOutcome::Ok(format!("stored {value}"))
 /// });
@@ -130,7 +130,7 @@ impl<M> OpCtx<M> {
     /// Its idempotency key (`op-<id>`, or the key of the operation it retries, see
     /// [`Workload::run_one`]): send it with the request so a retry is recognised, and record the
     /// service's effects under it ([`crate::check::effect`]).
-    pub fn key(&self) -> &str {
+    pub fn idempotency_key(&self) -> &str {
         &self.key
     }
 
@@ -195,7 +195,7 @@ impl<M: Send + 'static> Operation<M> {
     /// Declares that this operation, when acknowledged ([`OpOutcome::Ok`]), took exactly one
     /// effect of `kind` under its idempotency key (services record it with
     /// [`crate::check::effect`]): what [`crate::check::idempotency`] checks for `kind`.
-    pub fn effect(mut self, kind: &str) -> Operation<M> {
+    pub fn declares_effect(mut self, kind: &str) -> Operation<M> {
         self.effects.push(kind.to_string());
         self
     }
@@ -276,23 +276,50 @@ impl<M: Send + 'static> Workload<M> {
     /// weight above 0, nothing runs and no record is returned.
     pub async fn run(&self, ctx: &Ctx, budget: Budget) -> Vec<OpRecord> {
         self.declare_effects(ctx);
+        let Some(enabled) = self.enabled(ctx) else {
+            return Vec::new();
+        };
+        let running = Running::default();
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let scheduled = self.schedule(ctx, &budget, &enabled, &running, tx);
+        let mut records = collect(ctx, &budget, rx, scheduled, &running).await;
+        records.sort_by_key(|r| r.id);
+        records
+    }
+
+    /// The operations this run draws from: those of weight above 0 that the swarm enables
+    /// (`workload.<name>`, p = 0.85; the first if it enables none). `None` (recorded) if no
+    /// operation has a weight above 0.
+    fn enabled(&self, ctx: &Ctx) -> Option<Vec<Operation<M>>> {
         let swarm = ctx.swarm();
         let drawable: Vec<&Operation<M>> = self.ops.iter().filter(|o| o.weight > 0).collect();
         let Some(first) = drawable.first().copied() else {
             ctx.record("workload.empty", "workload", "no operation of weight above 0: nothing to run");
-            return Vec::new();
+            return None;
         };
         let mut enabled: Vec<&Operation<M>> =
             drawable.iter().copied().filter(|o| swarm.flag(&format!("workload.{}", o.name), 0.85)).collect();
         if enabled.is_empty() {
             enabled = vec![first];
         }
-        let clients = swarm.int("workload.clients", 1..=4);
+        Some(enabled.into_iter().cloned().collect())
+    }
+
+    /// Draws the plan (`budget.ops` operations at seeded times in `budget.window`, from
+    /// `workload.clients` client hosts) and schedules each as a driver event; each operation's
+    /// record is sent on `tx` when it ends.
+    fn schedule(
+        &self,
+        ctx: &Ctx,
+        budget: &Budget,
+        enabled: &[Operation<M>],
+        running: &Running,
+        tx: tokio::sync::mpsc::UnboundedSender<OpRecord>,
+    ) -> Vec<crate::EventId> {
+        let clients = ctx.swarm().int("workload.clients", 1..=4);
         let weights: Vec<u64> = enabled.iter().map(|o| o.weight).collect();
         let mut plan = ctx.source("workload/plan");
         let start = ctx.elapsed();
-        let running = Running::default();
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let mut scheduled = Vec::new();
         for n in 0..budget.ops {
             let index = plan.weighted(&weights).expect("every weight is above 0");
@@ -313,47 +340,63 @@ impl<M: Send + 'static> Workload<M> {
             );
             scheduled.push(event);
         }
-        drop(tx);
-        let mut records = Vec::new();
-        let deadline = tokio::time::Instant::now() + budget.window + budget.drain;
-        loop {
-            match tokio::time::timeout_at(deadline, rx.recv()).await {
-                Ok(Some(record)) => records.push(record),
-                Ok(None) => break,
-                Err(_) => {
-                    // Whatever finished at this very instant is in the channel; the rest is stopped.
-                    while let Ok(record) = rx.try_recv() {
-                        records.push(record);
-                    }
-                    for event in scheduled {
-                        ctx.driver().cancel(event);
-                    }
-                    let stopped = running.stop_all();
-                    ctx.record(
-                        "workload.drain",
-                        "workload",
-                        format!("{} operation(s) still running at the drain deadline: stopped", stopped.len()),
-                    );
-                    for op in stopped {
-                        let outcome = OpOutcome::Indeterminate("still running at the drain deadline: stopped".into());
-                        ctx.record("op.end", &format!("{}#{}", op.name, op.id), outcome.label());
-                        records.push(OpRecord {
-                            id: op.id,
-                            name: op.name,
-                            key: op.key,
-                            client: op.client,
-                            started: op.started,
-                            ended: ctx.elapsed(),
-                            outcome,
-                            effects: op.effects,
-                        });
-                    }
-                    break;
+        scheduled
+    }
+}
+
+/// Waits for the scheduled operations' records, at most `budget.drain` after the window; at the
+/// deadline, cancels what has not started and stops what still runs (recorded
+/// [`OpOutcome::Indeterminate`]).
+async fn collect(
+    ctx: &Ctx,
+    budget: &Budget,
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<OpRecord>,
+    scheduled: Vec<crate::EventId>,
+    running: &Running,
+) -> Vec<OpRecord> {
+    let mut records = Vec::new();
+    let deadline = tokio::time::Instant::now() + budget.window + budget.drain;
+    loop {
+        match tokio::time::timeout_at(deadline, rx.recv()).await {
+            Ok(Some(record)) => records.push(record),
+            Ok(None) => break,
+            Err(_) => {
+                // Whatever finished at this very instant is in the channel; the rest is stopped.
+                while let Ok(record) = rx.try_recv() {
+                    records.push(record);
                 }
+                for event in scheduled {
+                    ctx.driver().cancel(event);
+                }
+                stop_running(ctx, running, &mut records);
+                break;
             }
         }
-        records.sort_by_key(|r| r.id);
-        records
+    }
+    records
+}
+
+/// Stops the operations still running at the drain deadline and records each as indeterminate.
+fn stop_running(ctx: &Ctx, running: &Running, records: &mut Vec<OpRecord>) {
+    let stopped = running.stop_all();
+    ctx.record(
+        "workload.drain",
+        "workload",
+        format!("{} operation(s) still running at the drain deadline: stopped", stopped.len()),
+    );
+    for op in stopped {
+        let outcome = OpOutcome::Indeterminate("still running at the drain deadline: stopped".into());
+        ctx.record("op.end", &format!("{}#{}", op.name, op.id), outcome.label());
+        records.push(OpRecord {
+            id: op.id,
+            name: op.name,
+            key: op.key,
+            client: op.client,
+            started: op.started,
+            ended: ctx.elapsed(),
+            outcome,
+            effects: op.effects,
+        });
     }
 }
 

@@ -61,7 +61,7 @@ async fn write(op: OpCtx<()>) -> OpOutcome {
     for attempt in 1..=3 {
         op.request(format!("PUT /kv/{key} value={value} attempt={attempt}"));
         let request = axum::http::Request::put(format!("http://kv:8080/kv/{key}"))
-            .header("idempotency-key", op.key())
+            .header("idempotency-key", op.idempotency_key())
             .body(Full::new(Bytes::from(value.clone())))
             .expect("a valid request");
         let sent = tokio::time::timeout(Duration::from_secs(1), async {
@@ -87,7 +87,7 @@ async fn simulation(ctx: Ctx, dedup: bool) -> Result<(), Failure> {
     // time since the run started, as for every schedule.
     Nemesis::new(&replicas, Duration::from_secs(1)..Duration::from_secs(8)).schedule(&ctx);
     system.at(Duration::from_secs(4), Lifecycle::Restart(replicas[1].clone(), true));
-    let workload = Workload::new(()).op(Operation::new("write", 1, write).effect("write"));
+    let workload = Workload::new(()).op(Operation::new("write", 1, write).declares_effect("write"));
     let records =
         workload.run(&ctx, Budget { ops: 20, window: Duration::from_secs(8), drain: Duration::from_secs(10) }).await;
     system.heal().await?;

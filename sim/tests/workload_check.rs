@@ -19,10 +19,10 @@ fn workload() -> Workload<Counter> {
         .op(Operation::new("add", 3, |mut op: OpCtx<Counter>| async move {
             let n = op.source().range(1..=5);
             op.model().value += n;
-            check::effect(op.ctx(), "add", op.key(), n.to_string());
+            check::effect(op.ctx(), "add", op.idempotency_key(), n.to_string());
             OpOutcome::Ok(format!("add {n}"))
         })
-        .effect("add"))
+        .declares_effect("add"))
         .op(Operation::new("read", 1, |op: OpCtx<Counter>| async move {
             let v = op.model().value;
             OpOutcome::Ok(format!("read {v}"))
@@ -80,7 +80,8 @@ fn the_idempotency_oracle_fires_on_a_key_that_took_effect_twice() {
 fn the_idempotency_oracle_fires_on_an_acknowledged_key_without_effect() {
     let report = Simulation::new("idempotency_missing").seeds(0..1).confirm(0).run(|ctx: Ctx| async move {
         let w = Workload::new(())
-            .op(Operation::new("add", 1, |_op: OpCtx<()>| async move { OpOutcome::Ok("added".into()) }).effect("add"));
+            .op(Operation::new("add", 1, |_op: OpCtx<()>| async move { OpOutcome::Ok("added".into()) })
+                .declares_effect("add"));
         let record = w.run_one(&ctx, "add", "client-0", None).await.expect("add exists");
         check::idempotency(&ctx, &[record], "add")
     });
@@ -93,21 +94,21 @@ fn the_idempotency_oracle_fires_on_an_acknowledged_key_without_effect() {
 fn flaky_payments(charges_on_failure: bool) -> Workload<()> {
     Workload::new(()).op(Operation::new("pay", 1, move |op: OpCtx<()>| async move {
         tokio::time::sleep(Duration::from_millis(5)).await;
-        let retry = op.key() != format!("op-{}", op.id());
+        let retry = op.idempotency_key() != format!("op-{}", op.id());
         if !retry {
             if charges_on_failure {
-                check::effect(op.ctx(), "charge", op.key(), "10 EUR");
+                check::effect(op.ctx(), "charge", op.idempotency_key(), "10 EUR");
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
             return OpOutcome::Failed("503 try again".into());
         }
         // The retry finds the key's charge (if any) and does not charge again.
-        if op.ctx().extension::<check::Effects>().of_kind(op.key(), "charge").is_empty() {
-            check::effect(op.ctx(), "charge", op.key(), "10 EUR");
+        if op.ctx().extension::<check::Effects>().of_kind(op.idempotency_key(), "charge").is_empty() {
+            check::effect(op.ctx(), "charge", op.idempotency_key(), "10 EUR");
         }
         OpOutcome::Ok("paid".into())
     })
-    .effect("charge"))
+    .declares_effect("charge"))
 }
 
 #[test]
@@ -143,9 +144,9 @@ fn a_failed_operation_without_effect_and_an_acknowledged_retry_pass_the_no_effec
 fn an_indeterminate_operation_may_take_effect_after_it_ended() {
     let report = Simulation::new("indeterminate_late_effect").seeds(0..2).run(|ctx: Ctx| async move {
         let w = Workload::new(()).op(Operation::new("pay", 1, |op: OpCtx<()>| async move {
-            if op.key() == format!("op-{}", op.id()) {
+            if op.idempotency_key() == format!("op-{}", op.id()) {
                 // The client times out; the service charges later.
-                let (ctx, key) = (op.ctx().clone(), op.key().to_string());
+                let (ctx, key) = (op.ctx().clone(), op.idempotency_key().to_string());
                 tokio::spawn(async move {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     check::effect(&ctx, "charge", &key, "late");
@@ -154,7 +155,7 @@ fn an_indeterminate_operation_may_take_effect_after_it_ended() {
             }
             OpOutcome::Failed("409 already charged".into())
         })
-        .effect("charge"));
+        .declares_effect("charge"));
         let first = w.run_one(&ctx, "pay", "client-0", None).await.expect("pay exists");
         // A retry answered "failed" (a conflict) while the indeterminate attempt's charge lands.
         let retry = w.run_one(&ctx, "pay", "client-0", Some(first.key.clone())).await.expect("pay exists");
@@ -356,7 +357,7 @@ fn the_idempotency_oracle_links_operations_to_effects_by_declaration() {
         Simulation::new("idempotency_declared").seeds(0..1).confirm(0).run(|ctx: Ctx| async move {
             let w = Workload::new(())
                 .op(Operation::new("pay", 1, |_op: OpCtx<()>| async move { OpOutcome::Ok("paid".into()) })
-                    .effect("charge"));
+                    .declares_effect("charge"));
             let records =
                 w.run(&ctx, Budget { ops: 3, window: Duration::from_secs(1), drain: Duration::from_secs(1) }).await;
             check::idempotency(&ctx, &records, "charge")

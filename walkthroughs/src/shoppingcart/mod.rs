@@ -271,7 +271,7 @@ async fn rotate(op: OpCtx<Model>) -> OpOutcome {
 /// key (at most [`CHECKOUT_ATTEMPTS`], backoff doubling from [`RETRY_BACKOFF`]).
 async fn checkout(op: OpCtx<Model>) -> OpOutcome {
     let url = format!("http://cart:8080/cart/{}/checkout", user(&op));
-    let key = op.key().to_string();
+    let key = op.idempotency_key().to_string();
     let mut last = OpOutcome::Indeterminate("no attempt".into());
     for attempt in 0..CHECKOUT_ATTEMPTS {
         if attempt > 0 {
@@ -305,7 +305,7 @@ fn workload() -> Workload<Model> {
         .op(Operation::new("add", 5, add))
         .op(Operation::new("remove", 1, remove))
         .op(Operation::new("get", 2, get_cart))
-        .op(Operation::new("checkout", 3, checkout).effect("charge"))
+        .op(Operation::new("checkout", 3, checkout).declares_effect("charge"))
         .op(Operation::new("rotate", 1, rotate))
 }
 

@@ -138,7 +138,7 @@ fn two_accounts(op: &mut OpCtx<Model>) -> (String, String) {
 async fn transfer(mut op: OpCtx<Model>) -> OpOutcome {
     let (from, to) = two_accounts(&mut op);
     let amount = op.source().range(1..=50);
-    let key = op.key().to_string();
+    let key = op.idempotency_key().to_string();
     let request = pb::TransferRequest { key: key.clone(), from, to, amount, ..Default::default() };
     let mut last = OpOutcome::Indeterminate("no attempt".into());
     for attempt in 0..USER_ATTEMPTS {
@@ -173,7 +173,7 @@ async fn balance(mut op: OpCtx<Model>) -> OpOutcome {
 
 fn workload() -> Workload<Model> {
     Workload::new(Model::default())
-        .op(Operation::new("transfer", 5, transfer).effect("transfer"))
+        .op(Operation::new("transfer", 5, transfer).declares_effect("transfer"))
         .op(Operation::new("balance", 3, balance))
 }
 
