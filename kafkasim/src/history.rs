@@ -44,7 +44,8 @@ use kafka_protocol::ResponseError;
 use kafka_protocol::messages::{
     FetchRequest, FetchResponse, ProduceRequest, ProduceResponse, produce_response::PartitionProduceResponse,
 };
-use sim::check::list_append::{FinalLog, Offset, Outcome, PendingAppend, Record, Recorder};
+use sim::OpOutcome;
+use sim::check::list_append::{FinalLog, Offset, PendingAppend, Record, Recorder};
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::client::{Client, RecordInput, decode_records, record_batch};
@@ -95,16 +96,16 @@ pub fn value_of(bytes: Option<&[u8]>) -> String {
 ///   purgatory when leadership moves after the leader appended (`DelayedProduce`), so the batch may
 ///   survive; kafkasim answers it only before appending, but the history cannot tell which;
 /// - any other code: definitely failed (the broker refused the batch before appending it).
-pub fn produce_outcome(error_code: i16, base_offset: i64, index: usize) -> Outcome<Option<Offset>> {
+pub fn produce_outcome(error_code: i16, base_offset: i64, index: usize) -> OpOutcome<Option<Offset>> {
     match error_code {
-        0 => Outcome::Ok(
+        0 => OpOutcome::Ok(
             u64::try_from(base_offset)
                 .ok()
                 .and_then(|base| u64::try_from(index).ok().and_then(|i| base.checked_add(i))),
         ),
-        46 => Outcome::Ok(None),
-        6 | 7 | 13 | 20 => Outcome::Unknown(code_name(error_code)),
-        _ => Outcome::Failed(code_name(error_code)),
+        46 => OpOutcome::Ok(None),
+        6 | 7 | 13 | 20 => OpOutcome::Indeterminate(code_name(error_code)),
+        _ => OpOutcome::Failed(code_name(error_code)),
     }
 }
 
@@ -377,21 +378,24 @@ mod tests {
 
     #[test]
     fn produce_outcomes_follow_kafkas_error_semantics() {
-        assert_eq!(produce_outcome(0, 10, 2), Outcome::Ok(Some(12)));
-        assert_eq!(produce_outcome(0, -1, 2), Outcome::Ok(None));
-        assert_eq!(produce_outcome(46, -1, 0), Outcome::Ok(None));
-        assert!(produce_outcome(7, -1, 0).is_unknown());
-        assert!(produce_outcome(20, -1, 0).is_unknown());
-        assert_eq!(produce_outcome(19, -1, 0), Outcome::Failed("NotEnoughReplicas (19)".into()));
-        assert!(produce_outcome(6, -1, 0).is_unknown(), "acks=all: answered after the append when leadership moved");
+        assert_eq!(produce_outcome(0, 10, 2), OpOutcome::Ok(Some(12)));
+        assert_eq!(produce_outcome(0, -1, 2), OpOutcome::Ok(None));
+        assert_eq!(produce_outcome(46, -1, 0), OpOutcome::Ok(None));
+        assert!(produce_outcome(7, -1, 0).is_indeterminate());
+        assert!(produce_outcome(20, -1, 0).is_indeterminate());
+        assert_eq!(produce_outcome(19, -1, 0), OpOutcome::Failed("NotEnoughReplicas (19)".into()));
+        assert!(
+            produce_outcome(6, -1, 0).is_indeterminate(),
+            "acks=all: answered after the append when leadership moved"
+        );
         assert!(produce_outcome(10, -1, 0).is_failed(), "MESSAGE_TOO_LARGE: refused before appending");
     }
 
     #[test]
     fn a_base_offset_a_broker_sends_near_the_end_of_the_range_does_not_overflow() {
-        assert_eq!(produce_outcome(0, i64::MAX, 0), Outcome::Ok(Some(i64::MAX as u64)));
-        assert_eq!(produce_outcome(0, i64::MAX, 1), Outcome::Ok(Some(i64::MAX as u64 + 1)));
-        assert_eq!(produce_outcome(0, i64::MAX, usize::MAX), Outcome::Ok(None), "past u64: no offset");
+        assert_eq!(produce_outcome(0, i64::MAX, 0), OpOutcome::Ok(Some(i64::MAX as u64)));
+        assert_eq!(produce_outcome(0, i64::MAX, 1), OpOutcome::Ok(Some(i64::MAX as u64 + 1)));
+        assert_eq!(produce_outcome(0, i64::MAX, usize::MAX), OpOutcome::Ok(None), "past u64: no offset");
     }
 
     #[test]

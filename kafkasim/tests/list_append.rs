@@ -15,9 +15,9 @@ use kafkasim::kafka_protocol::ResponseError as E;
 use kafkasim::kafka_protocol::messages::*;
 use kafkasim::kafka_protocol::protocol::StrBytes;
 use kafkasim::{Client, Cluster, Control, Fault, FaultAction};
-use sim::check::list_append::{self, Action, History, ListAppend, Outcome, Record, Recorder, Report, Rule};
+use sim::check::list_append::{self, Action, History, ListAppend, Record, Recorder, Report, Rule};
 use sim::net::TcpStream;
-use sim::{Class, Ctx, Failure, Simulation};
+use sim::{Class, Ctx, Failure, OpOutcome, Simulation};
 
 const TOPIC: &str = "log";
 const PARTITIONS: i32 = 2;
@@ -422,7 +422,7 @@ fn swap_real_time_ordered(h: &mut History) -> Option<(String, String)> {
         .iter()
         .enumerate()
         .filter_map(|(i, op)| match &op.action {
-            Action::Append { value, outcome: Outcome::Ok(Some(o)) } => Some((i, op.key.clone(), value.clone(), *o)),
+            Action::Append { value, outcome: OpOutcome::Ok(Some(o)) } => Some((i, op.key.clone(), value.clone(), *o)),
             _ => None,
         })
         .collect();
@@ -431,7 +431,7 @@ fn swap_real_time_ordered(h: &mut History) -> Option<(String, String)> {
     })?;
     for (index, offset) in [(a.0, b.3), (b.0, a.3)] {
         if let Action::Append { outcome, .. } = &mut h.ops_mut()[index].action {
-            *outcome = Outcome::Ok(Some(offset));
+            *outcome = OpOutcome::Ok(Some(offset));
         }
     }
     let log = h.finals_mut().get_mut(&a.1)?;

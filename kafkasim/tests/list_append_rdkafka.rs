@@ -18,7 +18,8 @@ use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::Message;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{Offset, TopicPartitionList};
-use sim::check::list_append::{Outcome, Recorder};
+use sim::OpOutcome;
+use sim::check::list_append::Recorder;
 
 const TOPIC: &str = "appends";
 const PARTITIONS: i32 = 2;
@@ -35,11 +36,11 @@ const PHASE_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// An rdkafka delivery error as the checker's outcome: a broker's error code by Kafka's produce
 /// semantics ([`produce_outcome`]); a local error (a timeout, a purge) is unknown.
-fn delivery_error(e: &rdkafka::error::KafkaError) -> Outcome<Option<u64>> {
+fn delivery_error(e: &rdkafka::error::KafkaError) -> OpOutcome<Option<u64>> {
     // librdkafka's codes: negative for its own (local) errors, Kafka's for the broker's.
     match e.rdkafka_error_code().and_then(|c| i16::try_from(c as i32).ok()).filter(|c| *c > 0) {
         Some(code) => produce_outcome(code, -1, 0),
-        None => Outcome::Unknown(e.to_string()),
+        None => OpOutcome::Indeterminate(e.to_string()),
     }
 }
 

@@ -11,7 +11,8 @@
 
 use std::time::{Duration, Instant};
 
-use sim::check::list_append::{self, History, Outcome, Record};
+use sim::OpOutcome;
+use sim::check::list_append::{self, History, Record};
 
 const OPS: u64 = 100_000;
 const KEYS: u64 = 16;
@@ -34,17 +35,17 @@ fn history() -> History {
         if i % 2 == 0 {
             let value = format!("v{i}");
             let outcome = match next() % 100 {
-                0..=1 => Outcome::Failed("NOT_ENOUGH_REPLICAS".into()),
+                0..=1 => OpOutcome::Failed("NOT_ENOUGH_REPLICAS".into()),
                 2..=6 => {
                     // Unknown: half of them took effect.
                     if next() % 2 == 0 {
                         logs[k as usize].push(value.clone());
                     }
-                    Outcome::Unknown("connection reset".into())
+                    OpOutcome::Indeterminate("connection reset".into())
                 }
                 _ => {
                     logs[k as usize].push(value.clone());
-                    Outcome::Ok(Some(logs[k as usize].len() as u64 - 1))
+                    OpOutcome::Ok(Some(logs[k as usize].len() as u64 - 1))
                 }
             };
             h.append(&format!("p{}", i % 8), &key(k), &value, start, end, outcome);
@@ -56,7 +57,7 @@ fn history() -> History {
                 .filter(|o| o % 7 != 3) // reads miss records
                 .map(|o| Record::new(o, log[o as usize].clone()))
                 .collect();
-            h.read(&format!("c{}", i % 8), &key(k), start, end, Outcome::Ok(records));
+            h.read(&format!("c{}", i % 8), &key(k), start, end, OpOutcome::Ok(records));
         }
     }
     let end = Duration::from_micros(OPS * 10);
@@ -88,15 +89,17 @@ fn entries(h: &History) -> Vec<sim::history::Entry> {
             Action::Append { value, outcome } => (
                 format!("f=append process={} key={} value={}", op.process, op.key, value),
                 match outcome {
-                    Outcome::Ok(o) => ("list.ok", format!("offset={}", o.map_or("unknown".into(), |o| o.to_string()))),
-                    Outcome::Failed(_) => ("list.fail", "reason=x".into()),
-                    Outcome::Unknown(_) => ("list.info", "reason=x".into()),
+                    OpOutcome::Ok(o) => {
+                        ("list.ok", format!("offset={}", o.map_or("unknown".into(), |o| o.to_string())))
+                    }
+                    OpOutcome::Failed(_) => ("list.fail", "reason=x".into()),
+                    OpOutcome::Indeterminate(_) => ("list.info", "reason=x".into()),
                 },
             ),
             Action::Read { outcome } => (
                 format!("f=read process={} key={}", op.process, op.key),
                 match outcome {
-                    Outcome::Ok(rs) => ("list.ok", format!("records={}", records(rs))),
+                    OpOutcome::Ok(rs) => ("list.ok", format!("records={}", records(rs))),
                     _ => ("list.info", "reason=x".into()),
                 },
             ),

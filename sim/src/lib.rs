@@ -18,6 +18,7 @@
 //! | [`history`] | the event log, its chained hash, and the diff of two histories |
 //! | [`fault`] | one shape for faults on any target: install now (a guard) or at fake times ("at t, for d") |
 //! | [`net`] | the simulated TCP network: hosts, names, links, streams, faults, adapters |
+//! | [`outcome`] | [`OpOutcome`]: ok / failed / indeterminate, shared by workloads and checkers |
 //! | [`workload`] | typed operations over a user model; outcomes ok / failed / indeterminate |
 //! | [`check`] | oracles: per-event and final checks, excused violations, idempotency, one response per request, liveness |
 //! | [`node`] | services as nodes on the network; lifecycle (SIGTERM, crash, restart, rollout); exit causes; leaks |
@@ -55,6 +56,8 @@ pub mod net;
 #[cfg(tokio_unstable)]
 pub mod node;
 #[cfg(tokio_unstable)]
+pub mod outcome;
+#[cfg(tokio_unstable)]
 pub mod report;
 #[cfg(tokio_unstable)]
 pub mod run;
@@ -71,6 +74,8 @@ pub mod workload;
 
 #[cfg(tokio_unstable)]
 pub use driver::{Driver, Event, EventId};
+#[cfg(tokio_unstable)]
+pub use outcome::OpOutcome;
 #[cfg(tokio_unstable)]
 pub use report::{Class, Failure, Outcome, Report};
 #[cfg(tokio_unstable)]

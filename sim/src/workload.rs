@@ -26,34 +26,15 @@ use crate::net::Host;
 use crate::seed::Source;
 use crate::{Ctx, Event};
 
-/// How an operation ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum OpOutcome {
-    /// It took effect, with what it returned.
-    Ok(String),
-    /// It definitely did not take effect (the service said no).
-    Failed(String),
-    /// It may or may not have taken effect (a timeout, a lost connection).
-    Indeterminate(String),
-}
+pub use crate::outcome::OpOutcome;
 
-impl OpOutcome {
-    /// Whether it took effect.
-    pub fn is_ok(&self) -> bool {
-        matches!(self, OpOutcome::Ok(_))
-    }
-
-    /// Whether its effect is unknown.
-    pub fn is_indeterminate(&self) -> bool {
-        matches!(self, OpOutcome::Indeterminate(_))
-    }
-
-    fn label(&self) -> String {
-        match self {
-            OpOutcome::Ok(v) => format!("ok {v}"),
-            OpOutcome::Failed(v) => format!("failed {v}"),
-            OpOutcome::Indeterminate(v) => format!("indeterminate {v}"),
-        }
+/// An outcome as the `op.end` history event's detail: `ok <v>`, `failed <why>` or
+/// `indeterminate <why>`.
+fn label(outcome: &OpOutcome) -> String {
+    match outcome {
+        OpOutcome::Ok(v) => format!("ok {v}"),
+        OpOutcome::Failed(v) => format!("failed {v}"),
+        OpOutcome::Indeterminate(v) => format!("indeterminate {v}"),
     }
 }
 
@@ -386,7 +367,7 @@ fn stop_running(ctx: &Ctx, running: &Running, records: &mut Vec<OpRecord>) {
     );
     for op in stopped {
         let outcome = OpOutcome::Indeterminate("still running at the drain deadline: stopped".into());
-        ctx.record("op.end", &format!("{}#{}", op.name, op.id), outcome.label());
+        ctx.record("op.end", &format!("{}#{}", op.name, op.id), label(&outcome));
         records.push(OpRecord {
             id: op.id,
             name: op.name,
@@ -479,7 +460,7 @@ async fn run_op<M: Send + 'static>(
         running.started.remove(&index);
         running.tasks.remove(&index);
     }
-    ctx.record("op.end", &identity, outcome.label());
+    ctx.record("op.end", &identity, label(&outcome));
     OpRecord { id, name: op.name.clone(), key, client, started, ended: ctx.elapsed(), outcome, effects: op.effects }
 }
 

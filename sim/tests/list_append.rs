@@ -7,27 +7,27 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sim::check::list_append::{self, Gap, History, ListAppend, Outcome, Record, Recorder, Report, Rule, Violation};
-use sim::{Class, Ctx, Failure, Simulation};
+use sim::check::list_append::{self, Gap, History, ListAppend, Record, Recorder, Report, Rule, Violation};
+use sim::{Class, Ctx, Failure, OpOutcome, Simulation};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-fn ok(offset: u64) -> Outcome<Option<u64>> {
-    Outcome::Ok(Some(offset))
+fn ok(offset: u64) -> OpOutcome<Option<u64>> {
+    OpOutcome::Ok(Some(offset))
 }
 
-fn unknown<T>() -> Outcome<T> {
-    Outcome::Unknown("connection reset".into())
+fn unknown<T>() -> OpOutcome<T> {
+    OpOutcome::Indeterminate("connection reset".into())
 }
 
-fn failed<T>() -> Outcome<T> {
-    Outcome::Failed("NOT_ENOUGH_REPLICAS".into())
+fn failed<T>() -> OpOutcome<T> {
+    OpOutcome::Failed("NOT_ENOUGH_REPLICAS".into())
 }
 
-fn saw(records: &[(u64, &str)]) -> Outcome<Vec<Record>> {
-    Outcome::Ok(records.iter().map(|(o, v)| Record::new(*o, *v)).collect())
+fn saw(records: &[(u64, &str)]) -> OpOutcome<Vec<Record>> {
+    OpOutcome::Ok(records.iter().map(|(o, v)| Record::new(*o, *v)).collect())
 }
 
 fn quiet(h: &History) -> Report {
@@ -56,7 +56,7 @@ fn correct() -> History {
     h.append("p3", "k", "c", ms(2), ms(4), failed());
     h.append("p1", "k", "d", ms(6), ms(8), ok(2));
     h.append("p2", "k", "e", ms(10), ms(11), unknown());
-    h.append("p3", "k", "f", ms(3), ms(12), Outcome::Ok(None));
+    h.append("p3", "k", "f", ms(3), ms(12), OpOutcome::Ok(None));
     h.read("r1", "k", ms(7), ms(9), saw(&[(0, "a"), (2, "d")]));
     h.read("r1", "k", ms(10), ms(11), failed());
     h.read("r2", "k", ms(10), ms(30), unknown());
@@ -70,7 +70,7 @@ fn correct() -> History {
     h.final_log("k", 0, [(0, "a"), (1, "b"), (2, "d"), (3, "f")]);
 
     h.append("p1", "t", "x0", ms(0), ms(1), ok(0));
-    h.append("p1", "t", "x1", ms(2), ms(3), Outcome::Ok(None));
+    h.append("p1", "t", "x1", ms(2), ms(3), OpOutcome::Ok(None));
     h.append("p1", "t", "x2", ms(4), ms(5), ok(2));
     h.append("p1", "t", "x3", ms(6), ms(7), ok(3));
     h.read("r1", "t", ms(5), ms(6), saw(&[(0, "x0"), (2, "x2")]));
@@ -113,7 +113,7 @@ fn rule_1_fires_on_an_acknowledged_append_missing_from_the_final_read() {
     let mut h = History::new();
     h.append("p1", "k", "a", ms(0), ms(1), ok(0));
     let lost = h.append("p1", "k", "b", ms(2), ms(3), ok(1));
-    let lost_no_offset = h.append("p2", "k", "c", ms(2), ms(3), Outcome::Ok(None));
+    let lost_no_offset = h.append("p2", "k", "c", ms(2), ms(3), OpOutcome::Ok(None));
     h.final_log("k", 0, [(0, "a")]);
     let v = only(&h, Rule::AcknowledgedLost);
     assert_eq!(v.len(), 2);
@@ -170,7 +170,7 @@ fn rule_2_fires_on_an_append_acknowledged_at_one_offset_sitting_at_another() {
 fn rule_2_is_quiet_on_an_acknowledgement_without_an_offset() {
     let mut h = History::new();
     h.append("p1", "k", "b", ms(0), ms(1), unknown());
-    h.append("p2", "k", "a", ms(0), ms(2), Outcome::Ok(None));
+    h.append("p2", "k", "a", ms(0), ms(2), OpOutcome::Ok(None));
     h.final_log("k", 0, [(0, "b"), (1, "a")]);
     quiet(&h);
 }
@@ -550,7 +550,7 @@ fn a_wall_clock_recorder_records_what_a_simulation_one_does() {
     let h = recorder.history();
     assert_eq!(h.ops().len(), 3);
     assert!(
-        matches!(&h.ops()[2].action, list_append::Action::Append { outcome: Outcome::Unknown(why), .. } if why == "dropped without an outcome")
+        matches!(&h.ops()[2].action, list_append::Action::Append { outcome: OpOutcome::Indeterminate(why), .. } if why == "dropped without an outcome")
     );
     let report = recorder.check().expect("correct");
     assert_eq!((report.appends.ok, report.unknown_absent, report.deliveries), (1, 1, 1));
@@ -583,7 +583,7 @@ fn below_the_log_start_observations_are_judged_against_each_other() {
         let mut h = History::new();
         h.append("p1", "k", "a", ms(0), ms(1), ok(0));
         h.append("p1", "k", "b", ms(2), ms(3), ok(1));
-        h.append("p1", "k", "c", ms(4), ms(5), Outcome::Ok(None));
+        h.append("p1", "k", "c", ms(4), ms(5), OpOutcome::Ok(None));
         h.append("p1", "k", "d", ms(6), ms(7), ok(9));
         h.read("r", "k", ms(8), ms(9), saw(&[(0, "a"), (1, "b")]));
         h.subscribe("s", "k", Some(0), ms(0));

@@ -1,0 +1,146 @@
+//! The [`ListAppend`] check: the checker fed by history events inside a simulation.
+
+use std::collections::BTreeMap;
+
+use super::analysis::{Cursor, analyze, phantom};
+use super::codec::{Fed, Feed};
+use super::lookup::Lookup;
+use super::model::{Action, Op, Record};
+use super::report::{Rule, Violation};
+use crate::Ctx;
+use crate::check::{Check, Verdict};
+use crate::history::Entry;
+use crate::outcome::OpOutcome;
+
+/// The list-append checker as a [`Check`] (oracle `list-append`), fed by history events.
+///
+/// Per event it judges what needs no final read — rule 5 (a value seen that no append sent so
+/// far wrote, or one appended to another key) and rule 7's order — so a violation stops the run
+/// where it happened; when the run's body returns it judges the whole history with [`analyze`]
+/// and records the summary (`list-append.report`) and each gap (`list-append.gap`, at most
+/// [`ListAppend::GAPS_RECORDED_MAX`]).
+///
+/// The events it reads (a [`Recorder`](super::Recorder) from [`Recorder::of`](super::Recorder::of) records them; any code may). The
+/// detail is space-separated `name=value` fields whose values are [`escape`](super::escape)d; records are
+/// `offset:value` joined by `,`; an unknown offset is `unknown`:
+///
+/// | kind | identity | detail |
+/// |---|---|---|
+/// | `list.invoke` | the operation (unique among open ones) | `f=append process=P key=K value=V` or `f=read process=P key=K` |
+/// | `list.ok` | the operation | an append: `offset=N` (or `unknown`); a read: `records=3:a,4:b` |
+/// | `list.fail` | the operation | `reason=R` (definitely failed) |
+/// | `list.info` | the operation | `reason=R` (unknown outcome) |
+/// | `list.subscribe` | the subscriber | `key=K from=N` (or `unknown`) |
+/// | `list.deliver` | the subscriber | `key=K offset=N value=V` |
+/// | `list.final` | the key | `log_start=N records=…` |
+///
+/// Times are the events' times: an operation starts at its `list.invoke` and ends at its
+/// completion; one never completed is unknown. Record `list.invoke` before sending, so that
+/// nothing can observe a value before its append is known. Every key needs a `list.final`
+/// before the body returns ([`Rule::FinalRead`]). Another `list.*` kind, or one that does not
+/// parse, is a [`Rule::Event`] violation.
+#[derive(Default)]
+pub struct ListAppend {
+    feed: Feed,
+    /// Value → the key it was appended to, for rule 5 per event.
+    writers: Lookup<String, String>,
+    cursors: BTreeMap<(String, String), Cursor>,
+}
+
+impl ListAppend {
+    /// Gaps recorded in the history at the end of a run, at most.
+    pub const GAPS_RECORDED_MAX: usize = 100;
+
+    /// A checker with nothing seen yet.
+    pub fn new() -> ListAppend {
+        ListAppend::default()
+    }
+
+    fn seen(writers: &Lookup<String, String>, key: &str, records: &[Record], by: impl FnOnce() -> String) -> Verdict {
+        for r in records {
+            if let Some(why) = phantom(key, writers.get(&r.value).map(String::as_str)) {
+                let v = Violation {
+                    rule: Rule::PhantomValue,
+                    key: key.to_string(),
+                    value: Some(r.value.clone()),
+                    offsets: vec![r.offset],
+                    ops: Vec::new(),
+                    detail: format!("seen by {}, but {why} (so far)", by()),
+                };
+                return Verdict::Violation(v.to_string());
+            }
+        }
+        Verdict::Pass
+    }
+}
+
+impl Check for ListAppend {
+    fn name(&self) -> &str {
+        "list-append"
+    }
+
+    fn on_event(&mut self, event: &Entry) -> Verdict {
+        match self.feed.apply(event) {
+            Err(v) => Verdict::Violation(v.to_string()),
+            Ok(Fed::Nothing | Fed::Subscribed) => Verdict::Pass,
+            Ok(Fed::Appending { key, value }) => {
+                self.writers.entry(value).or_insert(key);
+                Verdict::Pass
+            }
+            Ok(Fed::Read(id)) => match self.feed.done.get(&id) {
+                Some(op @ Op { action: Action::Read { outcome: OpOutcome::Ok(records) }, .. }) => {
+                    Self::seen(&self.writers, &op.key, records, || format!("{id} (read by {})", op.process))
+                }
+                _ => Verdict::Pass,
+            },
+            Ok(Fed::Final(key)) => match self.feed.history.finals().get(&key) {
+                Some(log) => Self::seen(&self.writers, &key, &log.records, || "the final log".to_string()),
+                None => Verdict::Pass,
+            },
+            Ok(Fed::Delivered { subscriber, key, record }) => {
+                let by = || format!("subscriber {subscriber}");
+                if let Verdict::Violation(v) = Self::seen(&self.writers, &key, std::slice::from_ref(&record), by) {
+                    return Verdict::Violation(v);
+                }
+                let cursor = self.cursors.entry((subscriber.clone(), key.clone())).or_default();
+                match cursor.deliver(record.offset) {
+                    None => Verdict::Pass,
+                    Some(max) => Verdict::Violation(
+                        Violation {
+                            rule: Rule::SubscriberOrder,
+                            key,
+                            value: Some(record.value),
+                            offsets: vec![max, record.offset],
+                            ops: Vec::new(),
+                            detail: format!(
+                                "subscriber {subscriber} got offset {} after it had got offset {max}",
+                                record.offset
+                            ),
+                        }
+                        .to_string(),
+                    ),
+                }
+            }
+        }
+    }
+
+    fn finish(&mut self, ctx: &Ctx) -> Verdict {
+        // Called once, when the body returned: the events seen so far are the whole history.
+        let report = analyze(&std::mem::take(&mut self.feed).history(ctx.elapsed()));
+        ctx.record("list-append.report", "list-append", report.summary());
+        for gap in report.gaps.iter().take(Self::GAPS_RECORDED_MAX) {
+            ctx.record("list-append.gap", &gap.subscriber, gap.to_string());
+        }
+        if report.is_valid() {
+            return Verdict::Pass;
+        }
+        const SHOWN: usize = 10;
+        let shown: Vec<String> = report.violations.iter().take(SHOWN).map(Violation::to_string).collect();
+        let more = report.violations.len().saturating_sub(SHOWN) as u64 + report.suppressed;
+        Verdict::Violation(format!(
+            "{}{}",
+            shown.join("; "),
+            if more > 0 { format!(" (and {more} more)") } else { String::new() }
+        ))
+    }
+}
