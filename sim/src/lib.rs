@@ -45,15 +45,21 @@ compile_error!(
 #[cfg(tokio_unstable)]
 pub mod check;
 #[cfg(tokio_unstable)]
+mod checks;
+#[cfg(tokio_unstable)]
 pub mod driver;
 #[cfg(tokio_unstable)]
 pub mod fault;
 #[cfg(tokio_unstable)]
 pub mod history;
 #[cfg(tokio_unstable)]
+pub mod nemesis;
+#[cfg(tokio_unstable)]
 pub mod net;
 #[cfg(tokio_unstable)]
 pub mod node;
+#[cfg(tokio_unstable)]
+mod recorder;
 #[cfg(tokio_unstable)]
 pub mod report;
 #[cfg(tokio_unstable)]

@@ -12,7 +12,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use sim::check::{self, Effects};
 use sim::net::adapters::{Connector, ServeListener};
-use sim::net::nemesis::Nemesis;
+use sim::nemesis::Nemesis;
 use sim::node::{BoxError, Lifecycle, NodeCtx, Service, System};
 use sim::workload::{Budget, OpCtx, OpOutcome, Operation, Workload};
 use sim::{Ctx, Failure, Simulation};

@@ -12,7 +12,7 @@ use super::state::{
     self, Conn, Core, Dial, DialId, DialState, End, ListenKey, ListenerState, NameKind, Pipe, SegKind, errno, os_error,
 };
 use super::{Network, TcpListener, TcpStream, control};
-use crate::Event;
+use crate::driver::Event;
 
 /// Where a dial goes: the address connected to, its host, and what the dialer sees as its peer.
 struct Route {

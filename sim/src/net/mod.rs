@@ -48,13 +48,12 @@
 //!
 //! Errors are `io::Error::from_raw_os_error(errno)`, so kinds, codes and messages match real
 //! sockets. Faults and scripted controls are in [`control`]; a swarm-drawn schedule of them is
-//! [`nemesis::Nemesis`].
+//! [`crate::nemesis::Nemesis`].
 
 pub mod adapters;
 pub mod control;
 mod exchange;
 mod host;
-pub mod nemesis;
 mod state;
 mod tcp;
 
@@ -70,7 +69,6 @@ pub use control::{
 };
 pub use host::{DialOptions, Host};
 
-pub use nemesis::Nemesis;
 pub use tcp::{OwnedReadHalf, OwnedWriteHalf, ReadHalf, ReuniteError, TcpListener, TcpStream, WriteHalf};
 
 use state::{Core, NameKind, State};
@@ -81,10 +79,10 @@ use crate::fault::{self, Fault, FaultGuard, Phase, Scheduled, Target};
 /// `net.control.release`, scheduled ones run as the harness events `net.control.at` and
 /// `net.control.until`.
 impl Target for Network {
-    fn event(&self, phase: Phase, label: &str) -> crate::Event {
+    fn event(&self, phase: Phase, label: &str) -> crate::driver::Event {
         match phase {
-            Phase::Install => crate::Event::new("net.control.at", "network").detail(label),
-            Phase::Release => crate::Event::new("net.control.until", "network"),
+            Phase::Install => crate::driver::Event::new("net.control.at", "network").detail(label),
+            Phase::Release => crate::driver::Event::new("net.control.until", "network"),
         }
     }
     fn installed(&self, label: &str) {
@@ -141,7 +139,7 @@ impl NetConfig {
 
     /// Links drawn from the run's swarm: `net.latency_max` (0–20 ms), `net.jitter_max` (0–5 ms)
     /// and `net.send_buffer_min` (64 KiB–4 MiB; links draw between it and 4 MiB).
-    pub fn from_swarm(swarm: &crate::Swarm) -> NetConfig {
+    pub fn from_swarm(swarm: &crate::swarm::Swarm) -> NetConfig {
         let latency_max = swarm.duration("net.latency_max", Duration::ZERO..=Duration::from_millis(20));
         let jitter_max = swarm.duration("net.jitter_max", Duration::ZERO..=Duration::from_millis(5));
         let send_min = swarm.int("net.send_buffer_min", 64 << 10..=4 << 20) as usize;
@@ -211,12 +209,18 @@ impl std::fmt::Debug for Network {
 }
 
 impl Network {
-    /// A network for the run of `ctx` with links drawn from `config`. [`crate::Ctx::net`] gives
-    /// the run's own network (from [`NetConfig::from_swarm`] unless
-    /// [`crate::Ctx::set_net_config`] chose another before first use).
-    pub(crate) fn new(ctx: &crate::Ctx, config: NetConfig) -> Network {
+    /// A network with links drawn from `config` and the seed's streams of `seed`, jitter drawn
+    /// from `jitter` (the run's `net/jitter`), deliveries scheduled on `driver` and recorded by
+    /// `recorder`. The run's `Ctx::net` makes the run's own network from its parts.
+    pub(crate) fn new(
+        config: NetConfig,
+        seed: crate::seed::Seed,
+        jitter: crate::seed::Source,
+        driver: crate::driver::Driver,
+        recorder: Arc<crate::recorder::Recorder>,
+    ) -> Network {
         let config = config.normalized();
-        let tree = crate::seed::Tree::new(ctx.seed());
+        let tree = crate::seed::Tree::new(seed);
         let state = State {
             hosts: BTreeMap::new(),
             by_addr: BTreeMap::new(),
@@ -230,7 +234,7 @@ impl Network {
             next_id: 0,
             next_host: 1,
             next_vip: 0,
-            draws: ctx.source("net/jitter"),
+            draws: jitter,
             config,
             tree,
             routes: BTreeMap::new(),
@@ -243,9 +247,9 @@ impl Network {
         Network {
             core: Arc::new(Core {
                 state: Mutex::new(state),
-                driver: ctx.driver().clone(),
-                recorder: ctx.recorder(),
-                tree: crate::seed::Tree::new(ctx.seed()),
+                driver,
+                recorder,
+                tree: crate::seed::Tree::new(seed),
             }),
             hooks: Arc::new(Mutex::new(BTreeMap::new())),
         }

@@ -304,7 +304,7 @@ pub(crate) struct State {
 pub(crate) struct Core {
     pub state: Mutex<State>,
     pub driver: Driver,
-    pub recorder: Arc<crate::history::Recorder>,
+    pub recorder: Arc<crate::recorder::Recorder>,
     pub tree: Tree,
 }
 

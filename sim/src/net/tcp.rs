@@ -14,7 +14,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::state::{self, ConnId, ListenerId, SegKind, errno, os_error};
 use super::{Network, control};
-use crate::Event;
+use crate::driver::Event;
 
 /// One end of a connection, shared by a stream's halves; dropping the last closes the end.
 struct EndHandle {

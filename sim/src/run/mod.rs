@@ -54,7 +54,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use ctx::Ctx;
+pub use ctx::{Ctx, NetConfigTooLate};
 
 use crate::report::{Failure, Outcome, Report};
 use crate::seed::{Seed, Source};

@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 use super::ctx::{CURRENT_RUN, Ctx, Shared};
 use super::{Body, BoxFuture, Mode, Simulation};
 use crate::driver::Driver;
-use crate::history::{Entry, Recorder};
+use crate::history::Entry;
+use crate::recorder::Recorder;
 use crate::report::{Class, Failure, Interposed, Outcome};
 use crate::runtime::{self, Progress, Tasks, interpose};
 use crate::seed::{Seed, Source, Tree};
@@ -338,7 +339,7 @@ fn run_on_this_thread(spec: RunSpec, body: Arc<Body>, progress: Progress) -> Run
     let armed = interpose::Armed::new(&thread_sim);
     RUN_PANICS.with(|p| *p.borrow_mut() = Some(Vec::new()));
     let trace = Arc::new(TraceBuf::new());
-    let tracing_guard = trace::install(Arc::clone(&trace));
+    let tracing_guard = trace::install(Arc::clone(&trace), Arc::new(|| Ctx::try_current().map(|ctx| ctx.elapsed())));
     let tree = match &spec.fuzz {
         Some(fuzz) => Tree::fuzzed(spec.seed, fuzz.clone()),
         None => Tree::new(spec.seed),
@@ -358,8 +359,8 @@ fn run_on_this_thread(spec: RunSpec, body: Arc<Body>, progress: Progress) -> Run
                     let start = tokio::time::Instant::now();
                     sim_ref.go_live(start.into_std());
                     run_tasks.go_live(start);
-                    let checks = Arc::new(crate::check::Checks::default());
-                    let recorder = Arc::new(Recorder::new(run_trace, start, Arc::clone(&checks)));
+                    let checks = Arc::new(crate::checks::Checks::<Ctx>::default());
+                    let recorder = Arc::new(Recorder::new(run_trace, start, Arc::clone(&checks) as _));
                     let explore = run_spec.mode == Mode::Explore;
                     let driver = Driver::new(Arc::clone(&recorder), tree.prng("driver/ties"), explore);
                     let shared = Arc::new(Shared {
@@ -388,6 +389,7 @@ fn run_on_this_thread(spec: RunSpec, body: Arc<Body>, progress: Progress) -> Run
                     *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::clone(&shared));
                     let ctx = Ctx { shared: Arc::clone(&shared) };
                     CURRENT_RUN.with(|c| *c.borrow_mut() = Some(ctx.clone()));
+                    runtime::set_current_tasks(Some(ctx.tasks().clone()));
                     let driver_task = tokio::spawn(driver.run());
                     run_tasks.mark_harness(driver_task.id());
                     let watcher = tokio::spawn(watch_horizon(ctx.clone(), run_tasks.clone(), run_spec.horizon));
@@ -433,6 +435,7 @@ fn run_on_this_thread(spec: RunSpec, body: Arc<Body>, progress: Progress) -> Run
         }
     };
     CURRENT_RUN.with(|c| *c.borrow_mut() = None);
+    runtime::set_current_tasks(None);
     let panics = RUN_PANICS.with(|p| p.borrow_mut().take()).unwrap_or_default();
     let shared = shared_slot.lock().unwrap_or_else(|p| p.into_inner()).take();
     drop(tracing_guard);

@@ -14,13 +14,13 @@
 //!   responses do not arrive until the hold ends.
 //!
 //! Hosts are host names: a service's replicas (`kv-0`, `kv-1`, as
-//! [`crate::node::System::replicas`] returns them) or hosts made with [`super::Network::host`],
+//! [`crate::node::System::replicas`] returns them) or hosts made with [`crate::net::Network::host`],
 //! not a service's routing name (`kv`), which has no host of its own. Times are fake time since
 //! the run started.
 
 use std::time::Duration;
 
-use super::control::{ConnSel, Direction, HoldAfterBytes, Partition, Reset};
+use crate::net::control::{ConnSel, Direction, HoldAfterBytes, Partition, Reset};
 
 /// A swarm-drawn fault schedule over some hosts.
 #[derive(Clone, Debug)]
@@ -58,7 +58,7 @@ impl Nemesis {
     /// Draws and schedules the faults; returns how many were scheduled. Swarm dimensions:
     /// `nemesis.partitions`, `nemesis.resets`, `nemesis.lost_responses` (flags), and
     /// `nemesis.count` (0..=max per kind).
-    pub fn schedule(&self, ctx: &crate::Ctx) -> usize {
+    pub fn schedule(&self, ctx: &crate::run::Ctx) -> usize {
         let net = ctx.net();
         let swarm = ctx.swarm();
         let kinds = [
