@@ -4,7 +4,7 @@ use std::cell::RefCell;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::Mode;
+use super::config::Mode;
 use crate::driver::Driver;
 use crate::history;
 use crate::recorder::Recorder;

@@ -11,7 +11,8 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use super::ctx::{CURRENT_RUN, Ctx, Shared};
-use super::{Body, BoxFuture, Mode, Simulation};
+use super::config::Mode;
+use super::simulation::{Body, BoxFuture, Simulation};
 use crate::driver::Driver;
 use crate::history::Entry;
 use crate::recorder::Recorder;

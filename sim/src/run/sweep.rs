@@ -23,14 +23,17 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::once::{self, RunResult, RunSpec};
-use super::{Body, ConfigError, Mode, Seeds, Simulation};
+use super::config::{ConfigError, Mode, Seeds};
+use super::ctx::Ctx;
+use super::simulation::{Body, BoxFuture, Simulation};
 use crate::history::{self, Entry};
 use crate::report::{self, Class, Failure, Identity, Invocation, Outcome, Replays, Report};
-use crate::seed::Seed;
+use crate::seed::{Seed, Source};
 use crate::swarm::{self, SwarmError};
 
 fn env_var(name: &str) -> Option<String> {
@@ -742,6 +745,59 @@ fn compare(a: &Outcome, a_entries: &[Entry], b: &Outcome, b_entries: &[Entry]) -
         return Some(d.to_string());
     }
     Some(describe_hash_difference(a, b))
+}
+
+/// Running a simulation: the sweep over its seeds, or one run from fuzz bytes.
+impl Simulation {
+    /// Runs the sweep, prints its summary to stderr, and returns the [`Report`]: check it with
+    /// [`Report::assert_passed`]. A failing report dropped unchecked panics (see [`Report`]), so a
+    /// forgotten assertion fails the test rather than passing it.
+    ///
+    /// # Panics
+    /// On a configuration error (an unparsable `SIM_*` variable, no seeds, a swarm override naming
+    /// a dimension that no seed drew), with the error's message. [`Simulation::try_run`] returns
+    /// it instead.
+    #[track_caller]
+    #[must_use = "the report says whether the sweep failed: call .assert_passed() on it"]
+    pub fn run<F, Fut>(&self, body: F) -> Report
+    where
+        F: Fn(Ctx) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), Failure>> + 'static,
+    {
+        match self.try_run(body) {
+            Ok(report) => report,
+            Err(e) => panic!("simulation {}: {e}", self.name),
+        }
+    }
+
+    /// Runs the sweep (see [`Simulation::run`]).
+    ///
+    /// # Errors
+    /// [`ConfigError`] when a `SIM_*` variable or a swarm override cannot be used.
+    #[must_use = "the report says whether the sweep failed: call .assert_passed() on it"]
+    pub fn try_run<F, Fut>(&self, body: F) -> Result<Report, ConfigError>
+    where
+        F: Fn(Ctx) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), Failure>> + 'static,
+    {
+        let body: Arc<Body> = Arc::new(move |ctx| Box::pin(body(ctx)) as BoxFuture);
+        Sweep::new(self)?.run(body)
+    }
+
+    /// Runs one run whose choices come from fuzz bytes (`data`), for a cargo-fuzz/libFuzzer
+    /// target: every stream of the run reads `data` in draw order, and once it is used up every
+    /// draw returns its simplest value, so shrinking the input simplifies the run. The runtime's
+    /// own randomness (`getrandom`, tokio's RNG) is keyed from seed 0.
+    pub fn run_fuzz<F, Fut>(&self, data: &[u8], body: F) -> Outcome
+    where
+        F: Fn(Ctx) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), Failure>> + 'static,
+    {
+        let body: Arc<Body> = Arc::new(move |ctx| Box::pin(body(ctx)) as BoxFuture);
+        let mut spec = RunSpec::from_sim(self, Seed(0), self.swarm.clone());
+        spec.fuzz = Some(Source::from_bytes(data.to_vec()));
+        once::run_once(spec, body, self.watchdog).outcome
+    }
 }
 
 #[cfg(test)]
