@@ -69,7 +69,6 @@ pub trait Check: Send {
     }
 }
 
-
 /// The registry ([`crate::checks`]) sees a check through this.
 impl<T: Check> crate::checks::Observer<Ctx> for T {
     fn name(&self) -> &str {

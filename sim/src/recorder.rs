@@ -31,11 +31,7 @@ impl std::fmt::Debug for Recorder {
 }
 
 impl Recorder {
-    pub(crate) fn new(
-        trace: Arc<TraceBuf>,
-        start: tokio::time::Instant,
-        checks: Arc<dyn OnEvent>,
-    ) -> Recorder {
+    pub(crate) fn new(trace: Arc<TraceBuf>, start: tokio::time::Instant, checks: Arc<dyn OnEvent>) -> Recorder {
         Recorder {
             history: Mutex::new(History::new()),
             trace,

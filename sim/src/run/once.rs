@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use super::ctx::{CURRENT_RUN, Ctx, Shared};
 use super::config::Mode;
+use super::ctx::{CURRENT_RUN, Ctx, Shared};
 use super::simulation::{Body, BoxFuture, Simulation};
 use crate::driver::Driver;
 use crate::history::Entry;

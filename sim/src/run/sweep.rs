@@ -20,16 +20,16 @@
 //! first, in a process of its own).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::once::{self, RunResult, RunSpec};
 use super::config::{ConfigError, Mode, Seeds};
 use super::ctx::Ctx;
+use super::once::{self, RunResult, RunSpec};
 use super::simulation::{Body, BoxFuture, Simulation};
 use crate::history::{self, Entry};
 use crate::report::{self, Class, Failure, Identity, Invocation, Outcome, Replays, Report};

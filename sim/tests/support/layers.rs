@@ -319,7 +319,10 @@ fn expand(tree: &str) -> Vec<Vec<String>> {
             let item = tree.split_whitespace().next().unwrap_or("");
             let mut path: Vec<String> = prefix.to_vec();
             path.extend(
-                item.split("::").map(str::trim).filter(|s| !s.is_empty() && *s != "*" && *s != "self").map(str::to_string),
+                item.split("::")
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty() && *s != "*" && *s != "self")
+                    .map(str::to_string),
             );
             if !path.is_empty() {
                 out.push(path);
