@@ -5,10 +5,10 @@ use std::future::Future;
 use std::io;
 use std::time::Duration;
 
+use sim::nemesis::Nemesis;
 use sim::net::{
-    BlackholeDials, Clog, ConnSel, DialOptions, Direction, Hold, HoldAfterBytes, Nemesis, NetConfig, PartialWrite,
-    Partition, PauseListener, RefuseDials, Reset, Route, ShortReads, Side, Silence, SilentHost, TcpStream,
-    ThrottleReader,
+    BlackholeDials, Clog, ConnSel, DialOptions, Direction, Hold, HoldAfterBytes, NetConfig, PartialWrite, Partition,
+    PauseListener, RefuseDials, Reset, Route, ShortReads, Side, Silence, SilentHost, TcpStream, ThrottleReader,
 };
 use sim::{Ctx, Failure, Simulation};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

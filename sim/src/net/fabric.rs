@@ -56,7 +56,7 @@ pub(crate) fn send_segment(core: &Arc<Core>, st: &mut State, conn: ConnId, from:
         pipe.queued_bytes += b.len();
         pipe.sent_bytes += b.len() as u64;
     }
-    pipe.queue.push_back(Seg { due, kind });
+    pipe.push(Seg { due, kind });
     schedule_pipe(core, st, conn, from);
 }
 
@@ -100,8 +100,7 @@ pub(crate) fn deliver(core: &Arc<Core>, conn: ConnId, from: usize) {
             if (allow as usize) < bytes.len() {
                 // Deliver only what the hold-after-bytes control lets through.
                 let head = bytes.split_to(allow as usize);
-                c.pipes[from].queued_bytes -= head.len();
-                c.pipes[from].delivered_bytes += head.len() as u64;
+                c.pipes[from].delivered(head.len());
                 note(format_args!("{} bytes (held after)", head.len()));
                 receive(c, from, SegKind::Data(head), &mut reply_rst);
                 break;
@@ -109,8 +108,7 @@ pub(crate) fn deliver(core: &Arc<Core>, conn: ConnId, from: usize) {
         }
         let seg = c.pipes[from].queue.pop_front().expect("the head was just seen");
         if let SegKind::Data(b) = &seg.kind {
-            c.pipes[from].queued_bytes -= b.len();
-            c.pipes[from].delivered_bytes += b.len() as u64;
+            c.pipes[from].delivered(b.len());
         }
         match &seg.kind {
             SegKind::Data(b) => note(format_args!("{} bytes", b.len())),

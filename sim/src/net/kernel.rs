@@ -104,6 +104,32 @@ pub(crate) struct Pipe {
     pub last_due: Duration,
 }
 
+impl Pipe {
+    /// Queues a segment. Invariant: segments are queued in order of due time (a segment is never
+    /// due before the one sent ahead of it: jitter never reorders).
+    pub(crate) fn push(&mut self, seg: Seg) {
+        assert!(
+            self.queue.back().is_none_or(|last| last.due <= seg.due),
+            "Pipe::queue invariant: segments in order of due time (a segment due at {:?} queued after one due at {:?})",
+            seg.due,
+            self.queue.back().map(|last| last.due)
+        );
+        self.queue.push_back(seg);
+    }
+
+    /// `n` bytes of data left the queue for the receiving end. Invariant: `queued_bytes` is the
+    /// data the queue holds, so it never goes below zero.
+    pub(crate) fn delivered(&mut self, n: usize) {
+        assert!(
+            n <= self.queued_bytes,
+            "Pipe::queued_bytes invariant: delivering {n} bytes from a pipe with {} bytes queued",
+            self.queued_bytes
+        );
+        self.queued_bytes -= n;
+        self.delivered_bytes += n as u64;
+    }
+}
+
 #[derive(Default)]
 pub(crate) struct End {
     /// Live user handles (a stream, or its two halves).

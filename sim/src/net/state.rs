@@ -14,6 +14,9 @@ use super::rules::{Rule, RuleId, View};
 use crate::driver::Driver;
 use crate::seed::{Source, Tree};
 
+/// Service addresses (`cluster_ip`) a network hands out at most: 10.96.0.1 to 10.96.255.255.
+pub const VIPS_MAX: u32 = 65_535;
+
 pub(crate) struct State {
     pub hosts: BTreeMap<String, HostState>,
     pub by_addr: BTreeMap<IpAddr, String>,
@@ -92,6 +95,10 @@ impl State {
     }
 
     pub(crate) fn new_vip(&mut self) -> IpAddr {
+        assert!(
+            self.next_vip < VIPS_MAX,
+            "a network holds at most VIPS_MAX = {VIPS_MAX} service addresses (10.96.0.0/16)"
+        );
         self.next_vip += 1;
         let n = self.next_vip;
         IpAddr::V4(Ipv4Addr::new(10, 96, (n >> 8) as u8, (n & 0xff) as u8))

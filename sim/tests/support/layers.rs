@@ -49,7 +49,7 @@ pub fn scan(src: &Path) -> Layers {
     let mut files = Vec::new();
     collect(src, src, &mut files);
     let by_module: BTreeMap<Vec<String>, String> = files.iter().map(|f| (module_of(f), f.clone())).collect();
-    let root_file = if by_module.get(&Vec::new()).is_some() { by_module[&Vec::new()].clone() } else { "lib.rs".into() };
+    let root_file = by_module.get(&Vec::new()).cloned().unwrap_or_else(|| "lib.rs".into());
     // Names the root re-exports: name → top-level module.
     let mut root_names: BTreeMap<String, String> = BTreeMap::new();
     let mut layers = Layers::default();
