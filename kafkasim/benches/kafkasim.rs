@@ -109,7 +109,7 @@ fn simulated_rebalances(rebalances: i32, seeds: u64) {
         .run(move |ctx| {
             let fake = std::sync::Arc::clone(&fake2);
             async move {
-                ctx.set_net_config(NetConfig::fixed(Duration::from_millis(1)));
+                ctx.set_net_config(NetConfig::fixed(Duration::from_millis(1))).expect("set before the network is made");
                 let cluster = Cluster::builder().build();
                 cluster.serve_sim(&ctx)?;
                 let target = rebalances + 1;

@@ -222,7 +222,7 @@ fn run_ours(workload: Workload) -> Measurement {
         .seed_lines(false)
         .watchdog(Duration::from_secs(3600))
         .run(move |ctx: Ctx| async move {
-            ctx.set_net_config(NetConfig::fixed(workload.latency()));
+            ctx.set_net_config(NetConfig::fixed(workload.latency())).expect("set before the network is made");
             let net = ctx.net();
             for i in 0..workload.idle_hosts() {
                 let listener = net.host(&format!("idle{i}")).listen(&PORT.to_string()).map_err(fail)?;

@@ -43,17 +43,7 @@ use crate::workload::{OpOutcome, OpRecord};
 pub mod linearizable;
 pub mod list_append;
 
-/// A check's answer.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Verdict {
-    /// Nothing wrong.
-    Pass,
-    /// The guarantee was violated: fails the run.
-    Violation(String),
-    /// A violation excused by a broken precondition or a dependency's own fault: reported, does
-    /// not fail the sweep.
-    Excused(String),
-}
+pub use crate::checks::Verdict;
 
 /// An oracle over a run (see the module docs).
 ///
@@ -79,126 +69,23 @@ pub trait Check: Send {
     }
 }
 
-/// The checks of one run and where their verdicts go.
-#[derive(Default)]
-pub(crate) struct Checks {
-    list: Mutex<Vec<Box<dyn Check>>>,
-    /// Checks installed while the list was in use: moved in at the next dispatch.
-    added: Mutex<Vec<Box<dyn Check>>>,
-    dispatch: Mutex<Dispatch>,
-    excused: Mutex<Vec<Failure>>,
+/// The registry ([`crate::checks`]) sees a check through this.
+impl<T: Check> crate::checks::Observer<Ctx> for T {
+    fn name(&self) -> &str {
+        Check::name(self)
+    }
+    fn on_event(&mut self, event: &Entry) -> Verdict {
+        Check::on_event(self, event)
+    }
+    fn finish(&mut self, ctx: &Ctx) -> Verdict {
+        Check::finish(self, ctx)
+    }
 }
 
-/// Events waiting for the checks, and whether a dispatch is under way.
-#[derive(Default)]
-struct Dispatch {
-    queue: std::collections::VecDeque<Entry>,
-    busy: bool,
-}
-
-impl Dispatch {
-    /// Events queued at most: checks recording events for each other's events without end.
-    const QUEUE_MAX: usize = 1 << 16;
-}
-
-impl Checks {
-    pub(crate) fn add(&self, check: Box<dyn Check>) {
-        self.added.lock().unwrap_or_else(|p| p.into_inner()).push(check);
-    }
-
-    fn list(&self) -> std::sync::MutexGuard<'_, Vec<Box<dyn Check>>> {
-        let mut list = self.list.lock().unwrap_or_else(|p| p.into_inner());
-        list.append(&mut self.added.lock().unwrap_or_else(|p| p.into_inner()));
-        list
-    }
-
-    fn note(&self, name: &str, verdict: Verdict, violation: &mut Option<Failure>) {
-        match verdict {
-            Verdict::Pass => {}
-            Verdict::Violation(m) => {
-                violation.get_or_insert(Failure::correctness(name, m));
-            }
-            Verdict::Excused(m) => {
-                self.excused.lock().unwrap_or_else(|p| p.into_inner()).push(Failure::excused(name, m))
-            }
-        }
-    }
-
-    /// Marks a dispatch as under way; `false` if one already is (the event waits in the queue).
-    fn begin(&self, event: Option<&Entry>) -> bool {
-        let mut dispatch = self.dispatch.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(event) = event {
-            assert!(
-                dispatch.queue.len() < Dispatch::QUEUE_MAX,
-                "checks recorded {} events from inside their own callbacks without the queue draining \
-                 (Dispatch::QUEUE_MAX): checks recording events for each other's events without end",
-                Dispatch::QUEUE_MAX
-            );
-            dispatch.queue.push_back(event.clone());
-        }
-        !std::mem::replace(&mut dispatch.busy, true)
-    }
-
-    /// Delivers the queued events to every check until none is left; ends the dispatch.
-    fn drain(&self, violation: &mut Option<Failure>) {
-        loop {
-            let next = {
-                let mut dispatch = self.dispatch.lock().unwrap_or_else(|p| p.into_inner());
-                let next = dispatch.queue.pop_front();
-                if next.is_none() {
-                    dispatch.busy = false;
-                }
-                next
-            };
-            let Some(event) = next else { return };
-            let mut list = self.list();
-            for check in list.iter_mut() {
-                let verdict = check.on_event(&event);
-                self.note(check.name(), verdict, violation);
-            }
-        }
-    }
-
-    /// Runs every check on one event (and on the events checks record meanwhile); returns the
-    /// first violation. Called again from inside a check, it only queues the event.
-    pub(crate) fn on_event(&self, event: &Entry) -> Option<Failure> {
-        if !self.begin(Some(event)) {
-            return None;
-        }
-        let mut violation = None;
-        self.drain(&mut violation);
-        violation
-    }
-
-    /// Runs every final check, and delivers the events they record; returns the first violation.
-    pub(crate) fn finish(&self, ctx: &Ctx) -> Option<Failure> {
-        let mut violation = None;
-        let mut index = 0;
-        loop {
-            let began = self.begin(None);
-            let verdict = {
-                let mut list = self.list();
-                let Some(check) = list.get_mut(index) else {
-                    drop(list);
-                    if began {
-                        self.drain(&mut violation);
-                    }
-                    return violation;
-                };
-                let verdict = check.finish(ctx);
-                (check.name().to_string(), verdict)
-            };
-            self.note(&verdict.0, verdict.1, &mut violation);
-            if began {
-                self.drain(&mut violation);
-            }
-            index += 1;
-        }
-    }
-
-    /// The first excused violation, if any.
-    pub(crate) fn excused(&self) -> Option<Failure> {
-        self.excused.lock().unwrap_or_else(|p| p.into_inner()).first().cloned()
+impl Ctx {
+    /// Installs an oracle for the rest of the run (see [`crate::check`]).
+    pub fn add_check(&self, check: impl Check + 'static) {
+        self.shared.checks.add(Box::new(check));
     }
 }
 
@@ -272,23 +159,6 @@ pub fn effect(ctx: &Ctx, kind: &str, key: &str, detail: impl AsRef<str>) {
         detail: detail.as_ref().to_string(),
         at: ctx.elapsed(),
     });
-}
-
-/// The effect kinds the run's workloads declared ([`crate::workload::Operation::effect`]), whether
-/// or not the swarm left the declaring operations in.
-#[derive(Default, Debug)]
-pub(crate) struct DeclaredEffects {
-    kinds: Mutex<std::collections::BTreeSet<String>>,
-}
-
-impl DeclaredEffects {
-    pub(crate) fn declare(&self, kinds: impl IntoIterator<Item = String>) {
-        self.kinds.lock().unwrap_or_else(|p| p.into_inner()).extend(kinds);
-    }
-
-    fn contains(&self, kind: &str) -> bool {
-        self.kinds.lock().unwrap_or_else(|p| p.into_inner()).contains(kind)
-    }
 }
 
 /// The idempotency oracle for effects of `kind` ([`effect`]):
@@ -405,7 +275,7 @@ pub fn failed_took_no_effect(ctx: &Ctx, records: &[OpRecord], kind: &str) -> Res
 
 /// Fails (as `oracle`) when no operation of the run declares the effect kind.
 fn declared(ctx: &Ctx, records: &[OpRecord], kind: &str, oracle: &str) -> Result<(), Failure> {
-    let declared = ctx.extension::<DeclaredEffects>().contains(kind)
+    let declared = ctx.extension::<crate::workload::DeclaredEffects>().contains(kind)
         || records.iter().any(|r| r.effects.iter().any(|k| k == kind));
     if declared {
         return Ok(());

@@ -30,7 +30,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::history::Recorder;
+use crate::recorder::Recorder;
 use crate::seed::Source;
 
 /// The identity of a scheduled event, for [`Driver::cancel`].

@@ -17,6 +17,12 @@ use std::time::Duration;
 
 use xxhash_rust::xxh3::{Xxh3, xxh3_64};
 
+/// Formats fake elapsed time as seconds with microseconds, right-aligned: `    1.250000s` (how
+/// entries, trace lines and reports print fake time).
+pub fn format_elapsed(d: Duration) -> String {
+    format!("{:>5}.{:06}s", d.as_secs(), d.subsec_micros())
+}
+
 /// One event in a history.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Entry {
@@ -43,7 +49,7 @@ impl Entry {
 
 impl fmt::Display for Entry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "#{} {} {} {}", self.index, crate::trace::format_elapsed(self.at()), self.kind, self.identity)?;
+        write!(f, "#{} {} {} {}", self.index, format_elapsed(self.at()), self.kind, self.identity)?;
         if !self.detail.is_empty() {
             write!(f, " {}", self.detail)?;
         }
@@ -165,84 +171,6 @@ pub fn diff(left: &[Entry], right: &[Entry]) -> Option<Divergence> {
             Some(Divergence { index: a.or(b).map_or(i as u64, |e| e.index), left: a.cloned(), right: b.cloned() })
         }
     })
-}
-
-/// The history and trace of a live run, with its fake clock: what the driver and the run's
-/// [`crate::Ctx`] record into.
-pub(crate) struct Recorder {
-    history: std::sync::Mutex<History>,
-    trace: std::sync::Arc<crate::trace::TraceBuf>,
-    start: tokio::time::Instant,
-    checks: std::sync::Arc<crate::check::Checks>,
-    on_violation: std::sync::OnceLock<Box<dyn Fn(crate::report::Failure) + Send + Sync>>,
-    /// The run is over: what happens while its runtime is torn down (destructors running in an
-    /// order tokio does not fix) is not part of the history.
-    closed: std::sync::atomic::AtomicBool,
-}
-
-impl std::fmt::Debug for Recorder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Recorder").field("start", &self.start).finish_non_exhaustive()
-    }
-}
-
-impl Recorder {
-    pub(crate) fn new(
-        trace: std::sync::Arc<crate::trace::TraceBuf>,
-        start: tokio::time::Instant,
-        checks: std::sync::Arc<crate::check::Checks>,
-    ) -> Recorder {
-        Recorder {
-            history: std::sync::Mutex::new(History::new()),
-            trace,
-            start,
-            checks,
-            on_violation: std::sync::OnceLock::new(),
-            closed: std::sync::atomic::AtomicBool::new(false),
-        }
-    }
-
-    /// Ends the history: later records are dropped.
-    pub(crate) fn close(&self) {
-        self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
-    }
-
-    /// Where per-event violations go (the run's `Ctx::fail`).
-    pub(crate) fn on_violation(&self, sink: Box<dyn Fn(crate::report::Failure) + Send + Sync>) {
-        let _ = self.on_violation.set(sink);
-    }
-
-    /// Fake time since the run started.
-    pub(crate) fn elapsed(&self) -> Duration {
-        tokio::time::Instant::now().saturating_duration_since(self.start)
-    }
-
-    /// The run's start on tokio's clock.
-    pub(crate) fn start(&self) -> tokio::time::Instant {
-        self.start
-    }
-
-    /// Appends an event at `at` and marks its place in the trace; returns its index.
-    pub(crate) fn record_at(&self, at: Duration, kind: &str, identity: &str, detail: &str) -> u64 {
-        if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
-            return u64::MAX;
-        }
-        let mut history = self.history.lock().unwrap_or_else(|p| p.into_inner());
-        let entry = history.record(at, kind, identity, detail).clone();
-        drop(history);
-        self.trace.push_event(entry.index);
-        if let Some(failure) = self.checks.on_event(&entry)
-            && let Some(sink) = self.on_violation.get()
-        {
-            sink(failure);
-        }
-        entry.index
-    }
-
-    /// A copy of the history so far.
-    pub(crate) fn snapshot(&self) -> History {
-        self.history.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
 }
 
 #[cfg(test)]

@@ -12,19 +12,44 @@
 //! | module | holds |
 //! |---|---|
 //! | [`seed`] | [`Seed`], the seed tree, [`Source`] and its draws |
+//! | [`history`] | the event log, its chained hash, the diff of two histories, fake-time formatting |
 //! | [`swarm`] | named dimensions drawn per seed, overridable (`SIM_SWARM`) |
-//! | [`runtime`] | the run's thread and runtime; task owners ([`spawn_detached`]); [`runtime::interpose`] (libc interposition) |
-//! | [`driver`] | the harness event queue |
-//! | [`history`] | the event log, its chained hash, and the diff of two histories |
-//! | [`fault`] | one shape for faults on any target: install now (a guard) or at fake times ("at t, for d") |
-//! | [`net`] | the simulated TCP network: hosts, names, links, streams, faults, adapters |
 //! | [`outcome`] | [`OpOutcome`]: ok / failed / indeterminate, shared by workloads and checkers |
-//! | [`workload`] | typed operations over a user model; outcomes ok / failed / indeterminate |
-//! | [`check`] | oracles: per-event and final checks, excused violations, idempotency, one response per request, liveness |
-//! | [`node`] | services as nodes on the network; lifecycle (SIGTERM, crash, restart, rollout); exit causes; leaks |
 //! | [`report`] | failure classes, identity, replay lines, traces, JSON summaries |
-//! | [`trace`] | the run's `tracing` subscriber on fake time |
+//! | [`trace`] | the run's `tracing` subscriber on fake time (given its clock) |
+//! | `checks` | the registry of a run's checks and their [`Verdict`](check::Verdict)s (private) |
+//! | `recorder` | the live history + trace + per-event checks of a run (private) |
+//! | [`driver`] | the harness event queue |
+//! | [`runtime`] | the run's thread and runtime; task owners ([`spawn_detached`]); [`runtime::interpose`] (libc interposition) |
+//! | [`fault`] | one shape for faults on any target: install now (a guard) or at fake times ("at t, for d") |
+//! | [`net`] | the simulated TCP network: kernel, fabric, rules, controls, hosts, streams, adapters |
 //! | [`run`] | [`Simulation`] and the per-run [`Ctx`] |
+//! | [`workload`] | typed operations over a user model; outcomes ok / failed / indeterminate |
+//! | [`check`] | oracles: the [`Check`](check::Check) trait, excused violations, idempotency, one response per request, liveness |
+//! | [`nemesis`] | a swarm-drawn schedule of network faults |
+//! | [`node`] | services as nodes on the network; lifecycle (SIGTERM, crash, restart, rollout); exit causes; leaks |
+//!
+//! **Layers.** Each module uses only modules below it (no import cycle between files or
+//! top-level modules; `tests/layers.rs` fails on a new one and holds this order as data):
+//!
+//! ```text
+//! node                                  services as nodes, lifecycle
+//! nemesis · check (oracles) · workload  take a Ctx
+//! run (Ctx, Simulation, once, sweep)    owns the network, the checks, the driver
+//! net (network > host, tcp > control > fabric > state > rules > kernel > config)
+//! fault                                 Fault<T>, guards, "at t, for d"
+//! runtime                               the run's thread, tasks, interposition
+//! driver                                harness events
+//! recorder                              history + trace + per-event checks
+//! checks                                Verdict, the registry (generic over Ctx)
+//! trace                                 given its clock
+//! report                                Failure, Outcome, Report
+//! swarm · history · outcome             leaves (over seed)
+//! seed
+//! ```
+//!
+//! A lower module names what it uses by its defining module (`crate::driver::Event`, not the
+//! root's re-export `crate::Event`): the root re-exports from the top layer.
 //!
 //! Projects using this crate need `--cfg tokio_unstable` (tokio's `rng_seed` and task hooks) in
 //! their `.cargo/config.toml`:
@@ -46,17 +71,23 @@ compile_error!(
 #[cfg(tokio_unstable)]
 pub mod check;
 #[cfg(tokio_unstable)]
+mod checks;
+#[cfg(tokio_unstable)]
 pub mod driver;
 #[cfg(tokio_unstable)]
 pub mod fault;
 #[cfg(tokio_unstable)]
 pub mod history;
 #[cfg(tokio_unstable)]
+pub mod nemesis;
+#[cfg(tokio_unstable)]
 pub mod net;
 #[cfg(tokio_unstable)]
 pub mod node;
 #[cfg(tokio_unstable)]
 pub mod outcome;
+#[cfg(tokio_unstable)]
+mod recorder;
 #[cfg(tokio_unstable)]
 pub mod report;
 #[cfg(tokio_unstable)]

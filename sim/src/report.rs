@@ -648,7 +648,7 @@ impl fmt::Display for Report {
         for outcome in failed.iter().take(SHOWN_MAX) {
             let failure = outcome.failure.as_ref().expect("a failed outcome has a failure");
             let at =
-                failure.at().map(|d| format!(" (at {})", crate::trace::format_elapsed(d).trim())).unwrap_or_default();
+                failure.at().map(|d| format!(" (at {})", crate::history::format_elapsed(d).trim())).unwrap_or_default();
             writeln!(f, "  seed {}{at}: {failure}", outcome.seed)?;
             if let Some(replays) = &outcome.replays {
                 writeln!(f, "    {replays}")?;

@@ -12,7 +12,7 @@
 //! **What a failure prints.** The trace file keeps everything; with the failure the harness
 //! prints the lines that concern it ([`Focus`]): those mentioning the operations, keys, nodes and
 //! connections the failure names — in its message, as history identities (`put#3`, `op-3`,
-//! `kv-0`, `req#5`), or through [`crate::Failure::about`] — from the first such line to the
+//! `kv-0`, `req#5`), or through [`Failure::about`] — from the first such line to the
 //! failure, at most [`Focus::LINES_MAX`] of them. A failure that names nothing found in the trace
 //! prints the trace's last lines instead ([`crate::Simulation::trace_tail`]).
 
@@ -28,10 +28,13 @@ use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::time::FormatTime;
 use tracing_subscriber::layer::SubscriberExt;
 
-/// Formats fake elapsed time as seconds with microseconds, right-aligned: `    1.250000s`.
-pub fn format_elapsed(d: Duration) -> String {
-    format!("{:>5}.{:06}s", d.as_secs(), d.subsec_micros())
-}
+pub use crate::history::format_elapsed;
+use crate::report::Failure;
+use crate::seed::Seed;
+
+/// The fake time the trace stamps its lines with: the time since the run started, or `None`
+/// outside a run.
+pub(crate) type Clock = Arc<dyn Fn() -> Option<Duration> + Send + Sync>;
 
 /// The bounded buffer of one run's trace: log lines, and markers of history events (rendered
 /// from the history only when the trace is written, so recording an event formats nothing).
@@ -112,12 +115,12 @@ impl TraceBuf {
 }
 
 /// Stamps `tracing` lines with the run's fake elapsed time.
-struct FakeTime;
+struct FakeTime(Clock);
 
 impl FormatTime for FakeTime {
     fn format_time(&self, w: &mut Writer<'_>) -> std::fmt::Result {
-        match crate::run::Ctx::try_current() {
-            Some(ctx) => write!(w, "[{}]", format_elapsed(ctx.elapsed())),
+        match (self.0)() {
+            Some(elapsed) => write!(w, "[{}]", format_elapsed(elapsed)),
             None => write!(w, "[   (no run)  ]"),
         }
     }
@@ -174,12 +177,13 @@ fn filter(buf: &TraceBuf) -> Targets {
     })
 }
 
-/// Installs the run's subscriber on the calling thread until the guard drops.
-pub(crate) fn install(buf: Arc<TraceBuf>) -> tracing::subscriber::DefaultGuard {
+/// Installs the run's subscriber on the calling thread until the guard drops; its lines are
+/// stamped with `clock`.
+pub(crate) fn install(buf: Arc<TraceBuf>, clock: Clock) -> tracing::subscriber::DefaultGuard {
     let targets = filter(&buf);
     let layer = tracing_subscriber::fmt::layer()
         .with_ansi(false)
-        .with_timer(FakeTime)
+        .with_timer(FakeTime(clock))
         .with_writer(TraceWriter { buf })
         .with_filter(targets);
     tracing::subscriber::set_default(tracing_subscriber::registry().with(layer))
@@ -211,11 +215,11 @@ impl Focus {
     /// so both the operation's start and the lead-up to the failure are seen.
     pub const LINES_MAX: usize = 60;
 
-    /// Terms a failure names: [`crate::Failure::about`]'s, and each word of its message that is a
+    /// Terms a failure names: [`Failure::about`]'s, and each word of its message that is a
     /// history identity in `trace` (the first word of an event line's identity, such as `put#3`,
     /// `op-3`, `kv-0`, `req#5` or `conn#12`). The window runs from the first line mentioning a
     /// term to the failure's time.
-    pub fn of(failure: &crate::Failure, trace: &[&str]) -> Focus {
+    pub fn of(failure: &Failure, trace: &[&str]) -> Focus {
         let identities: std::collections::BTreeSet<&str> = trace.iter().filter_map(|l| event_identity(l)).collect();
         let mut terms: Vec<String> = Vec::new();
         let mut add = |t: &str| {
@@ -284,7 +288,7 @@ impl Focus {
 /// The text printed with a failing seed's report: the lines its failure is about ([`Focus`]), or
 /// when it names nothing in the trace, the trace's last `tail` lines. Each line is indented by
 /// four spaces; the heading says which it is and how many lines matched.
-pub(crate) fn excerpt_for(trace: &str, failure: Option<&crate::Failure>, seed: crate::Seed, tail: usize) -> String {
+pub(crate) fn excerpt_for(trace: &str, failure: Option<&Failure>, seed: Seed, tail: usize) -> String {
     let lines: Vec<&str> = trace.lines().collect();
     let focus = failure.map(|f| Focus::of(f, &lines)).unwrap_or_default();
     let (heading, shown) = match focus.select(&lines) {
@@ -363,9 +367,9 @@ mod tests {
 
     #[test]
     fn focus_takes_the_message_words_that_are_history_identities_and_ends_at_the_failure() {
-        let failure = crate::Failure {
+        let failure = Failure {
             at_nanos: Some(500_000_000),
-            ..crate::Failure::correctness("idempotency", "key op-3 failed but took effect (operations: put#3 Failed)")
+            ..Failure::correctness("idempotency", "key op-3 failed but took effect (operations: put#3 Failed)")
         };
         let focus = Focus::of(&failure, TRACE);
         assert_eq!(focus.terms, vec!["op-3".to_string(), "put#3".to_string()]);
@@ -377,7 +381,7 @@ mod tests {
 
     #[test]
     fn a_failure_naming_nothing_in_the_trace_selects_nothing() {
-        let failure = crate::Failure::liveness("progress", "no progress within 3s");
+        let failure = Failure::liveness("progress", "no progress within 3s");
         assert_eq!(Focus::of(&failure, TRACE).select(TRACE), None);
     }
 
@@ -386,7 +390,7 @@ mod tests {
         let mut trace: Vec<String> = (0..200).map(|i| format!("[    0.{i:06}s]  INFO kv: key a v{i}")).collect();
         trace.push("[    1.000000s] event #0 failure correctness [kv] stale read".to_string());
         let lines: Vec<&str> = trace.iter().map(String::as_str).collect();
-        let failure = crate::Failure::correctness("kv", "stale read").about("a");
+        let failure = Failure::correctness("kv", "stale read").about("a");
         let excerpt = Focus::of(&failure, &lines).select(&lines).expect("lines match");
         assert_eq!(excerpt.matched, 200);
         assert_eq!(excerpt.lines.len(), Focus::LINES_MAX + 1, "the limit and one elision marker");

@@ -238,7 +238,7 @@ impl<M: Send + 'static> Workload<M> {
 
     fn declare_effects(&self, ctx: &Ctx) {
         let kinds = self.ops.iter().flat_map(|o| o.effects.iter().cloned());
-        ctx.extension::<crate::check::DeclaredEffects>().declare(kinds);
+        ctx.extension::<DeclaredEffects>().declare(kinds);
     }
 
     /// Runs one operation now, by name whatever its weight, from `client` (optionally retrying
@@ -476,4 +476,21 @@ pub fn tally(records: &[OpRecord]) -> BTreeMap<String, (u64, u64, u64)> {
         }
     }
     out
+}
+
+/// The effect kinds the run's workloads declared ([`Operation::effect`]), whether
+/// or not the swarm left the declaring operations in.
+#[derive(Default, Debug)]
+pub(crate) struct DeclaredEffects {
+    kinds: Mutex<std::collections::BTreeSet<String>>,
+}
+
+impl DeclaredEffects {
+    pub(crate) fn declare(&self, kinds: impl IntoIterator<Item = String>) {
+        self.kinds.lock().unwrap_or_else(|p| p.into_inner()).extend(kinds);
+    }
+
+    pub(crate) fn contains(&self, kind: &str) -> bool {
+        self.kinds.lock().unwrap_or_else(|p| p.into_inner()).contains(kind)
+    }
 }

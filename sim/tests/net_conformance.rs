@@ -48,7 +48,7 @@ macro_rules! conformance {
             let report = Simulation::new(stringify!($name)).seeds(0..6).run(move |ctx| {
                 let expected = expected.clone();
                 async move {
-                    ctx.set_net_config(NetConfig::fixed(Duration::from_micros(100)));
+                    ctx.set_net_config(NetConfig::fixed(Duration::from_micros(100))).expect("set before the network is made");
                     let got = $body(&Sim::new(&ctx)).await;
                     ctx.record("observations", "body", got.join(" | "));
                     if got != expected {
@@ -981,7 +981,7 @@ fn slow_reader_refill_is_what_was_read_a_documented_difference() {
     Simulation::new("slow_reader_refill")
         .seeds(0..3)
         .run(|ctx| async move {
-            ctx.set_net_config(NetConfig::fixed(Duration::from_micros(100)));
+            ctx.set_net_config(NetConfig::fixed(Duration::from_micros(100))).expect("set before the network is made");
             let s = Sim::new(&ctx);
             let (listener, addr) = s.listen(128).await.unwrap();
             let mut client = s.connect(&addr).await.unwrap();

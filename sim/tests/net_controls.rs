@@ -5,10 +5,10 @@ use std::future::Future;
 use std::io;
 use std::time::Duration;
 
+use sim::nemesis::Nemesis;
 use sim::net::{
-    BlackholeDials, Clog, ConnSel, DialOptions, Direction, Hold, HoldAfterBytes, Nemesis, NetConfig, PartialWrite,
-    Partition, PauseListener, RefuseDials, Reset, Route, ShortReads, Side, Silence, SilentHost, TcpStream,
-    ThrottleReader,
+    BlackholeDials, Clog, ConnSel, DialOptions, Direction, Hold, HoldAfterBytes, NetConfig, PartialWrite, Partition,
+    PauseListener, RefuseDials, Reset, Route, ShortReads, Side, Silence, SilentHost, TcpStream, ThrottleReader,
 };
 use sim::{Ctx, Failure, Simulation};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -31,7 +31,7 @@ where
     Simulation::new(name)
         .seeds(0..4)
         .run(move |ctx: Ctx| {
-            ctx.set_net_config(NetConfig::fixed(Duration::from_millis(1)));
+            ctx.set_net_config(NetConfig::fixed(Duration::from_millis(1))).expect("set before the network is made");
             body(ctx)
         })
         .assert_passed();
@@ -305,7 +305,7 @@ fn a_silent_host_answers_nothing_until_it_comes_back() {
 #[test]
 fn cluster_ip_routes_each_connection_to_a_seeded_backend_and_follows_route_changes() {
     let report = Simulation::new("cluster_ip").seeds(0..16).run(|ctx: Ctx| async move {
-        ctx.set_net_config(NetConfig::fixed(Duration::from_millis(1)));
+        ctx.set_net_config(NetConfig::fixed(Duration::from_millis(1))).expect("set before the network is made");
         let net = ctx.net();
         for name in ["cart-0", "cart-1", "cart-2"] {
             let listener = net.host(name).listen("8080").map_err(fail)?;
@@ -491,7 +491,7 @@ fn a_dial_dropped_mid_handshake_never_reaches_accept() {
     Simulation::new("dropped_dial")
         .seeds(0..4)
         .run(|ctx: Ctx| async move {
-            ctx.set_net_config(NetConfig::fixed(Duration::from_millis(10)));
+            ctx.set_net_config(NetConfig::fixed(Duration::from_millis(10))).expect("set before the network is made");
             let net = ctx.net();
             let listener = net.host("server").listen("80").map_err(fail)?;
             let dial = timeout(Duration::from_millis(15), net.host("client").dial("server:80")).await;
@@ -527,7 +527,7 @@ fn misconfigured_controls_and_configs_change_nothing_and_never_panic() {
             let mut config = NetConfig::fixed(Duration::from_millis(1));
             config.latency = (Duration::from_millis(5), Duration::from_millis(1));
             config.send_buffer = (0, 0);
-            ctx.set_net_config(config);
+            ctx.set_net_config(config).expect("set before the network is made");
             let (mut client, mut server) = pair(&ctx, 80).await?;
             // Route on a host name, and a partition with an empty side: ignored, recorded.
             ctx.net().install(Route { name: "server".into(), backends: vec![] }).forever();

@@ -21,8 +21,8 @@ use std::task::{Context, Poll};
 use hyper_util::rt::TokioIo;
 
 #[cfg(feature = "hyper")]
-use super::Host;
-use super::{TcpListener, TcpStream};
+use super::host::Host;
+use super::tcp::{TcpListener, TcpStream};
 
 #[cfg(feature = "hyper")]
 /// A hyper-util client connector that dials `host:port` of each request's URI through a
@@ -103,7 +103,8 @@ impl tower_service::Service<http::Uri> for Connector {
                 .to_string();
             let port = uri.port_u16().unwrap_or(if uri.scheme_str() == Some("https") { 443 } else { 80 });
             let stream = host.dial(&format!("{name}:{port}")).await.map_err(|cause| {
-                let msg = if cause.to_string() == super::LOOKUP_FAILED { "dns error" } else { "tcp connect error" };
+                let msg =
+                    if cause.to_string() == super::config::LOOKUP_FAILED { "dns error" } else { "tcp connect error" };
                 ConnectError { msg, cause }
             })?;
             Ok(TokioIo::new(stream))

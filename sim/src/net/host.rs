@@ -8,11 +8,45 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use super::state::{
-    self, Conn, Core, Dial, DialId, DialState, End, ListenKey, ListenerState, NameKind, Pipe, SegKind, errno, os_error,
+use super::config::LOOKUP_FAILED;
+use super::fabric;
+use super::kernel::{
+    self, Conn, Dial, DialId, DialState, End, HostMode, ListenKey, ListenerState, NameKind, Pipe, SegKind, errno,
+    os_error,
 };
-use super::{Network, TcpListener, TcpStream, control};
-use crate::Event;
+use super::network::Network;
+use super::rules;
+use super::state::{self, Core};
+use super::tcp::{TcpListener, TcpStream};
+use crate::driver::Event;
+
+/// Hosts and their incarnations, as the network hands them out.
+impl Network {
+    /// The host named `name`, created on first use with the next address in 10.0.0.0/16. Its
+    /// name resolves to its address.
+    ///
+    /// # Panics
+    /// If `name` is already a service name ([`Network::cluster_ip`], [`Network::headless`]).
+    pub fn host(&self, name: &str) -> Host {
+        let addr = self.core.lock().host_addr(name);
+        Host::new(self.clone(), name.to_string(), addr, None)
+    }
+
+    /// Starts a new incarnation of a host — a process starting on it — and returns a handle bound
+    /// to it. The host is up (a silent host answers again). Once the incarnation ends
+    /// ([`Network::end_incarnation`]), every operation through this handle fails `ENETDOWN`.
+    pub fn start_incarnation(&self, name: &str) -> Host {
+        let mut st = self.core.lock();
+        let addr = st.host_addr(name);
+        let host = st.hosts.get_mut(name).expect("the host was just made");
+        host.incarnation += 1;
+        host.mode = HostMode::Up;
+        let incarnation = host.incarnation;
+        drop(st);
+        self.core.record("net.incarnation", name, incarnation.to_string());
+        Host::new(self.clone(), name.to_string(), addr, Some(incarnation))
+    }
+}
 
 /// Where a dial goes: the address connected to, its host, and what the dialer sees as its peer.
 struct Route {
@@ -95,7 +129,7 @@ fn parse_bind(host_addr: IpAddr, text: &str) -> io::Result<Bind> {
         IpAddr::V6(ip) if ip.to_ipv4_mapped().is_some() => {
             let inner = ip.to_ipv4_mapped().map(|v4| SocketAddr::new(IpAddr::V4(v4), port)).ok_or_else(invalid)?;
             let bind = parse_bind(host_addr, &inner.to_string())?;
-            let shown = state::v4_mapped(SocketAddr::new(bind.shown.unwrap_or(host_addr), port)).ip();
+            let shown = kernel::v4_mapped(SocketAddr::new(bind.shown.unwrap_or(host_addr), port)).ip();
             Ok(Bind { maps_v4: true, shown: Some(shown), ..bind })
         }
         // bind(2) to an address the host does not have (hosts have no IPv6 address but `::1`).
@@ -253,7 +287,7 @@ impl Host {
             IpAddr::V4(_) => None,
         }) {
             let route = self.route(&v4.to_string(), port)?;
-            return Ok(Route { dialed: state::v4_mapped(route.dialed), mapped: true, ..route });
+            return Ok(Route { dialed: kernel::v4_mapped(route.dialed), mapped: true, ..route });
         }
         // Loopback: `localhost`, 127.0.0.0/8 and `::1` are this host, and so is the wildcard
         // address (Linux connects `0.0.0.0` to 127.0.0.1 and `::` to ::1). The dialer's address is
@@ -284,7 +318,7 @@ impl Host {
             },
             Err(_) => st.names.get(name).cloned().map(|k| (name.to_string(), k)),
         };
-        let not_found = || io::Error::other(super::LOOKUP_FAILED);
+        let not_found = || io::Error::other(LOOKUP_FAILED);
         match kind {
             Some((_, NameKind::Host(ip))) => {
                 let host = st.by_addr.get(&ip).cloned();
@@ -328,12 +362,12 @@ impl Host {
         let dial_id = {
             let mut st = core.lock();
             let incarnation = self.check_live(&mut st)?;
-            if st.host_mode(&self.name) == state::HostMode::Silent {
+            if st.host_mode(&self.name) == HostMode::Silent {
                 return Err(os_error(errno::ENETUNREACH));
             }
             let names =
                 vec![target.to_string(), name.to_string(), addr.to_string(), server_host.clone().unwrap_or_default()];
-            let verdict = control::dial_verdict(&st, &names);
+            let verdict = rules::dial_verdict(&st.view(), &names);
             let port = st.alloc_port(&self.name, addr)?;
             let conn_id = st.next_id();
             let local = SocketAddr::new(local_ip.unwrap_or(self.addr), port);
@@ -352,7 +386,7 @@ impl Host {
                     silent: false,
                     send_bound: [links[0].send_buffer, links[1].send_buffer],
                     links,
-                    labels: state::conn_labels(conn_id, &[local, addr]),
+                    labels: kernel::conn_labels(conn_id, &[local, addr]),
                     incarnations: [incarnation, 0],
                     listener: None,
                     dialed,
@@ -470,8 +504,8 @@ fn syn_arrives(core: &Arc<Core>, dial: DialId) {
     let conn = d.conn;
     let Some(c) = st.conns.get(&conn) else { return };
     let (client, server, server_addr) = (c.hosts[0].clone(), c.hosts[1].clone(), c.addrs[1]);
-    if control::link_clogged(&st, &client, &server)
-        || st.host_mode(&server) == state::HostMode::Silent
+    if rules::link_clogged(&st.view(), &client, &server)
+        || st.host_mode(&server) == HostMode::Silent
         || !st.hosts.contains_key(&server)
     {
         return; // lost: the retransmission timer will try again
@@ -525,9 +559,9 @@ fn synack_arrives(core: &Arc<Core>, dial: DialId, conn: u64) {
     let mut st = core.lock();
     let Some(c) = st.conns.get(&conn) else { return };
     let (client, server) = (c.hosts[0].clone(), c.hosts[1].clone());
-    if control::link_clogged(&st, &server, &client)
-        || st.host_mode(&client) == state::HostMode::Silent
-        || st.host_mode(&server) == state::HostMode::Silent
+    if rules::link_clogged(&st.view(), &server, &client)
+        || st.host_mode(&client) == HostMode::Silent
+        || st.host_mode(&server) == HostMode::Silent
     {
         return; // lost: the dialer's SYN retry brings another
     }
@@ -546,7 +580,7 @@ fn synack_arrives(core: &Arc<Core>, dial: DialId, conn: u64) {
     if let Some(c) = st.conns.get_mut(&conn) {
         c.established = true;
     }
-    state::send_segment(core, &mut st, conn, 0, SegKind::Ack);
+    fabric::send_segment(core, &mut st, conn, 0, SegKind::Ack);
     drop(st);
     finish_dial(core, dial, Ok(conn));
 }
@@ -633,7 +667,7 @@ impl Drop for DialFuture {
                 if let Some(c) = st.conns.get_mut(&conn) {
                     c.ends[0].handles = 0;
                 }
-                state::close_end(&self.core, &mut st, conn, 0);
+                fabric::close_end(&self.core, &mut st, conn, 0);
             }
             _ => {}
         }

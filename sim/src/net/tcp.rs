@@ -12,9 +12,11 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use super::state::{self, ConnId, ListenerId, SegKind, errno, os_error};
-use super::{Network, control};
-use crate::Event;
+use super::fabric;
+use super::kernel::{self, ConnId, ListenerId, SegKind, errno, os_error};
+use super::network::Network;
+use super::rules;
+use crate::driver::Event;
 
 /// One end of a connection, shared by a stream's halves; dropping the last closes the end.
 struct EndHandle {
@@ -35,7 +37,7 @@ impl Drop for EndHandle {
     fn drop(&mut self) {
         let core = &self.net.core;
         let mut st = core.lock();
-        state::close_end(core, &mut st, self.conn, self.end);
+        fabric::close_end(core, &mut st, self.conn, self.end);
     }
 }
 
@@ -44,7 +46,7 @@ impl EndHandle {
         let core = &self.net.core;
         let now = core.now();
         let mut st = core.lock();
-        let (max, every) = control::read_limit(&st, self.conn, self.end);
+        let (max, every) = rules::read_limit(&st.view(), self.conn, self.end);
         let Some(c) = st.conns.get_mut(&self.conn) else {
             return Poll::Ready(Ok(()));
         };
@@ -101,7 +103,7 @@ impl EndHandle {
             }
             // Room in the send bound: the peer's blocked writer may go on once enough is free.
             let used = c.pipes[from].queued_bytes + c.pipes[from].recv_bytes;
-            if (!c.ends[from].write_blocked || state::writable_again(used, c.send_bound[from]))
+            if (!c.ends[from].write_blocked || kernel::writable_again(used, c.send_bound[from]))
                 && let Some(w) = c.ends[from].write_waker.take()
             {
                 w.wake();
@@ -144,7 +146,7 @@ impl EndHandle {
         }
         let used = c.pipes[i].queued_bytes + c.pipes[i].recv_bytes;
         let bound = c.send_bound[i];
-        if used >= bound || (c.ends[i].write_blocked && !state::writable_again(used, bound)) {
+        if used >= bound || (c.ends[i].write_blocked && !kernel::writable_again(used, bound)) {
             c.ends[i].write_blocked = true;
             c.ends[i].write_waker = Some(cx.waker().clone());
             return Poll::Pending;
@@ -161,7 +163,7 @@ impl EndHandle {
             c.exchange.outbound(&data[..n]);
         }
         if n > 0 {
-            state::send_segment(core, &mut st, self.conn, i, SegKind::Data(Bytes::copy_from_slice(&data[..n])));
+            fabric::send_segment(core, &mut st, self.conn, i, SegKind::Data(Bytes::copy_from_slice(&data[..n])));
         }
         if cut {
             // The partial-write fault: the stack aborts the connection after these bytes.
@@ -170,7 +172,7 @@ impl EndHandle {
                 c.ends[i].reset = true;
                 c.ends[i].pending_error = Some(errno::ECONNRESET);
             }
-            state::send_segment(core, &mut st, self.conn, i, SegKind::Rst);
+            fabric::send_segment(core, &mut st, self.conn, i, SegKind::Rst);
             if n == 0 {
                 let e =
                     st.conns.get_mut(&self.conn).and_then(|c| c.ends[i].pending_error.take()).unwrap_or(errno::EPIPE);
@@ -201,7 +203,7 @@ impl EndHandle {
             if let Some(w) = c.ends[i].write_waker.take() {
                 w.wake();
             }
-            state::send_segment(core, &mut st, self.conn, i, SegKind::Fin);
+            fabric::send_segment(core, &mut st, self.conn, i, SegKind::Fin);
         }
         Ok(())
     }
@@ -574,7 +576,7 @@ impl TcpListener {
     /// As [`TcpListener::accept`].
     pub fn poll_accept(&self, cx: &mut Context<'_>) -> Poll<io::Result<(TcpStream, SocketAddr)>> {
         let mut guard = self.net.core.lock();
-        let paused = control::listener_paused(&guard, self.addr);
+        let paused = rules::listener_paused(&guard.view(), self.addr);
         let st = &mut *guard;
         let conns = &st.conns;
         let Some(l) = st.listeners.get_mut(&self.id) else {
@@ -616,7 +618,7 @@ impl Drop for TcpListener {
     fn drop(&mut self) {
         let core = &self.net.core;
         let mut st = core.lock();
-        state::drop_listener(core, &mut st, self.id, true);
+        fabric::drop_listener(core, &mut st, self.id, true);
         drop(st);
         core.record("net.unlisten", &self.addr.to_string(), "");
     }

@@ -4,9 +4,10 @@ use std::cell::RefCell;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::Mode;
+use super::config::Mode;
 use crate::driver::Driver;
-use crate::history::{self, Recorder};
+use crate::history;
+use crate::recorder::Recorder;
 use crate::report::Failure;
 use crate::seed::{Seed, Source, Tree};
 use crate::swarm::Swarm;
@@ -26,7 +27,7 @@ pub(crate) struct Shared {
     pub(crate) net: std::sync::OnceLock<crate::net::Network>,
     pub(crate) net_config: Mutex<Option<crate::net::NetConfig>>,
     pub(crate) tasks: crate::runtime::Tasks,
-    pub(crate) checks: Arc<crate::check::Checks>,
+    pub(crate) checks: Arc<crate::checks::Checks<Ctx>>,
     pub(crate) extensions: Mutex<std::collections::HashMap<std::any::TypeId, Arc<dyn std::any::Any + Send + Sync>>>,
 }
 
@@ -143,11 +144,6 @@ impl Ctx {
         Arc::clone(entry).downcast::<T>().expect("the map is keyed by the value's TypeId")
     }
 
-    /// Installs an oracle for the rest of the run (see [`crate::check`]).
-    pub fn add_check(&self, check: impl crate::check::Check + 'static) {
-        self.shared.checks.add(Box::new(check));
-    }
-
     pub(crate) fn tasks(&self) -> &crate::runtime::Tasks {
         &self.shared.tasks
     }
@@ -162,19 +158,42 @@ impl Ctx {
         self.shared.net.get_or_init(|| {
             let config = self.shared.net_config.lock().unwrap_or_else(|p| p.into_inner()).take();
             let config = config.unwrap_or_else(|| crate::net::NetConfig::from_swarm(self.swarm()));
-            crate::net::Network::new(self, config)
+            let jitter = self.source("net/jitter");
+            crate::net::Network::new(config, self.seed(), jitter, self.driver().clone(), self.recorder())
         })
     }
 
-    /// Chooses the network's link parameters instead of drawing them from the swarm.
+    /// Chooses the network's link parameters instead of drawing them from the swarm. Call it
+    /// before anything makes the network: the first [`Ctx::net`], a host, or `System::add`.
     ///
-    /// # Panics
-    /// If the network was already made ([`Ctx::net`] was called).
-    pub fn set_net_config(&self, config: crate::net::NetConfig) {
-        assert!(
-            self.shared.net.get().is_none(),
-            "Ctx::set_net_config: the run's network already exists; configure it before the first Ctx::net()"
-        );
+    /// # Errors
+    /// [`NetConfigTooLate`] if the network already exists (its links are drawn): nothing changes.
+    pub fn set_net_config(&self, config: crate::net::NetConfig) -> Result<(), NetConfigTooLate> {
+        if self.shared.net.get().is_some() {
+            return Err(NetConfigTooLate);
+        }
         *self.shared.net_config.lock().unwrap_or_else(|p| p.into_inner()) = Some(config);
+        Ok(())
+    }
+}
+
+/// [`Ctx::set_net_config`] was called after the run's network was made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NetConfigTooLate;
+
+impl std::fmt::Display for NetConfigTooLate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(
+            "Ctx::set_net_config: the run's network already exists (made by Ctx::net, a host, or System::add); \
+             call set_net_config first in the run's body, before adding nodes",
+        )
+    }
+}
+
+impl std::error::Error for NetConfigTooLate {}
+
+impl From<NetConfigTooLate> for Failure {
+    fn from(e: NetConfigTooLate) -> Failure {
+        Failure::correctness("net-config", e.to_string())
     }
 }

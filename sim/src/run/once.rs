@@ -10,10 +10,12 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use super::config::Mode;
 use super::ctx::{CURRENT_RUN, Ctx, Shared};
-use super::{Body, BoxFuture, Mode, Simulation};
+use super::simulation::{Body, BoxFuture, Simulation};
 use crate::driver::Driver;
-use crate::history::{Entry, Recorder};
+use crate::history::Entry;
+use crate::recorder::Recorder;
 use crate::report::{Class, Failure, Interposed, Outcome};
 use crate::runtime::{self, Progress, Tasks, interpose};
 use crate::seed::{Seed, Source, Tree};
@@ -332,13 +334,98 @@ pub(crate) fn run_once(spec: RunSpec, body: Arc<Body>, watchdog: Duration) -> Ru
     }
 }
 
+/// What the run's future needs: the run's parts, made on the run's thread before its runtime.
+struct Live {
+    spec: RunSpec,
+    tasks: Tasks,
+    trace: Arc<TraceBuf>,
+    tree: Tree,
+    swarm: Swarm,
+    body: Arc<Body>,
+    /// Where the run's shared state is left for the thread to read after the runtime is gone.
+    slot: Arc<Mutex<Option<Arc<Shared>>>>,
+}
+
+impl Live {
+    /// The run inside its runtime: the harness tasks, the body, the end of its instant, the final
+    /// checks; returns how it ended and the fake time it took.
+    async fn run(self, sim_ref: &interpose::ThreadSim) -> (Ending, Duration) {
+        let Live { spec: run_spec, tasks: run_tasks, trace: run_trace, tree, swarm, body, slot } = self;
+        let start = tokio::time::Instant::now();
+        sim_ref.go_live(start.into_std());
+        run_tasks.go_live(start);
+        let checks = Arc::new(crate::checks::Checks::<Ctx>::default());
+        let recorder = Arc::new(Recorder::new(run_trace, start, Arc::clone(&checks) as _));
+        let explore = run_spec.mode == Mode::Explore;
+        let driver = Driver::new(Arc::clone(&recorder), tree.prng("driver/ties"), explore);
+        let shared = Arc::new(Shared {
+            name: run_spec.name.clone(),
+            seed: run_spec.seed,
+            tree,
+            mode: run_spec.mode,
+            swarm,
+            recorder,
+            driver: driver.clone(),
+            failure: Mutex::new(None),
+            stop: tokio::sync::Notify::new(),
+            epoch: sim_ref.epoch(),
+            net: std::sync::OnceLock::new(),
+            net_config: Mutex::new(None),
+            tasks: run_tasks.clone(),
+            checks,
+            extensions: Mutex::new(std::collections::HashMap::new()),
+        });
+        let weak = Arc::downgrade(&shared);
+        shared.recorder.on_violation(Box::new(move |failure| {
+            if let Some(shared) = weak.upgrade() {
+                Ctx { shared }.fail(failure);
+            }
+        }));
+        *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::clone(&shared));
+        let ctx = Ctx { shared: Arc::clone(&shared) };
+        CURRENT_RUN.with(|c| *c.borrow_mut() = Some(ctx.clone()));
+        runtime::set_current_tasks(Some(ctx.tasks().clone()));
+        let driver_task = tokio::spawn(driver.run());
+        run_tasks.mark_harness(driver_task.id());
+        let watcher = tokio::spawn(watch_horizon(ctx.clone(), run_tasks.clone(), run_spec.horizon));
+        run_tasks.set_watcher(watcher.id());
+        let run_tasks_end = run_tasks.clone();
+        let root = Counted { inner: body(ctx.clone()), tasks: run_tasks };
+        let mut ending = tokio::select! {
+            biased;
+            () = shared.stop.notified() => Ending::Stopped,
+            result = root => Ending::Returned(result),
+            () = tokio::time::sleep(run_spec.time_limit) => Ending::TimeLimit,
+        };
+        // The run ends at the end of the instant the body returned: what was woken at
+        // that instant (a node failing at the same fake time) still runs and is judged.
+        if matches!(ending, Ending::Returned(Ok(()))) && !ctx.failed() {
+            finish_instant(&run_tasks_end).await;
+        }
+        // Final checks run when the body returned Ok and nothing failed yet.
+        if matches!(ending, Ending::Returned(Ok(())))
+            && !ctx.failed()
+            && let Some(failure) = shared.checks.finish(&ctx)
+        {
+            ctx.fail(failure);
+            ending = Ending::Stopped;
+        }
+        let elapsed = ctx.elapsed();
+        // The history ends here; then pending events (which may hold the network, and
+        // the network the driver) are dropped so nothing of this run outlives it.
+        shared.recorder.close();
+        shared.driver.clear();
+        (ending, elapsed)
+    }
+}
+
 fn run_on_this_thread(spec: RunSpec, body: Arc<Body>, progress: Progress) -> RunResult {
     let wall = Instant::now();
     let thread_sim = interpose::ThreadSim::new(spec.seed);
     let armed = interpose::Armed::new(&thread_sim);
     RUN_PANICS.with(|p| *p.borrow_mut() = Some(Vec::new()));
     let trace = Arc::new(TraceBuf::new());
-    let tracing_guard = trace::install(Arc::clone(&trace));
+    let tracing_guard = trace::install(Arc::clone(&trace), Arc::new(|| Ctx::try_current().map(|ctx| ctx.elapsed())));
     let tree = match &spec.fuzz {
         Some(fuzz) => Tree::fuzzed(spec.seed, fuzz.clone()),
         None => Tree::new(spec.seed),
@@ -351,76 +438,16 @@ fn run_on_this_thread(spec: RunSpec, body: Arc<Body>, progress: Progress) -> Run
     let ending = match runtime::build(&config, &tasks) {
         Err(e) => Err(format!("could not build the run's runtime: {e}")),
         Ok(rt) => {
-            let (slot, run_tasks, run_spec, sim_ref, run_trace) =
-                (Arc::clone(&shared_slot), tasks.clone(), spec.clone(), &thread_sim, Arc::clone(&trace));
-            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                rt.block_on(async move {
-                    let start = tokio::time::Instant::now();
-                    sim_ref.go_live(start.into_std());
-                    run_tasks.go_live(start);
-                    let checks = Arc::new(crate::check::Checks::default());
-                    let recorder = Arc::new(Recorder::new(run_trace, start, Arc::clone(&checks)));
-                    let explore = run_spec.mode == Mode::Explore;
-                    let driver = Driver::new(Arc::clone(&recorder), tree.prng("driver/ties"), explore);
-                    let shared = Arc::new(Shared {
-                        name: run_spec.name.clone(),
-                        seed: run_spec.seed,
-                        tree,
-                        mode: run_spec.mode,
-                        swarm,
-                        recorder,
-                        driver: driver.clone(),
-                        failure: Mutex::new(None),
-                        stop: tokio::sync::Notify::new(),
-                        epoch: sim_ref.epoch(),
-                        net: std::sync::OnceLock::new(),
-                        net_config: Mutex::new(None),
-                        tasks: run_tasks.clone(),
-                        checks,
-                        extensions: Mutex::new(std::collections::HashMap::new()),
-                    });
-                    let weak = Arc::downgrade(&shared);
-                    shared.recorder.on_violation(Box::new(move |failure| {
-                        if let Some(shared) = weak.upgrade() {
-                            Ctx { shared }.fail(failure);
-                        }
-                    }));
-                    *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::clone(&shared));
-                    let ctx = Ctx { shared: Arc::clone(&shared) };
-                    CURRENT_RUN.with(|c| *c.borrow_mut() = Some(ctx.clone()));
-                    let driver_task = tokio::spawn(driver.run());
-                    run_tasks.mark_harness(driver_task.id());
-                    let watcher = tokio::spawn(watch_horizon(ctx.clone(), run_tasks.clone(), run_spec.horizon));
-                    run_tasks.set_watcher(watcher.id());
-                    let run_tasks_end = run_tasks.clone();
-                    let root = Counted { inner: body(ctx.clone()), tasks: run_tasks };
-                    let mut ending = tokio::select! {
-                        biased;
-                        () = shared.stop.notified() => Ending::Stopped,
-                        result = root => Ending::Returned(result),
-                        () = tokio::time::sleep(run_spec.time_limit) => Ending::TimeLimit,
-                    };
-                    // The run ends at the end of the instant the body returned: what was woken at
-                    // that instant (a node failing at the same fake time) still runs and is judged.
-                    if matches!(ending, Ending::Returned(Ok(()))) && !ctx.failed() {
-                        finish_instant(&run_tasks_end).await;
-                    }
-                    // Final checks run when the body returned Ok and nothing failed yet.
-                    if matches!(ending, Ending::Returned(Ok(())))
-                        && !ctx.failed()
-                        && let Some(failure) = shared.checks.finish(&ctx)
-                    {
-                        ctx.fail(failure);
-                        ending = Ending::Stopped;
-                    }
-                    let elapsed = ctx.elapsed();
-                    // The history ends here; then pending events (which may hold the network, and
-                    // the network the driver) are dropped so nothing of this run outlives it.
-                    shared.recorder.close();
-                    shared.driver.clear();
-                    (ending, elapsed)
-                })
-            }));
+            let live = Live {
+                spec: spec.clone(),
+                tasks: tasks.clone(),
+                trace: Arc::clone(&trace),
+                tree,
+                swarm,
+                body,
+                slot: Arc::clone(&shared_slot),
+            };
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| rt.block_on(live.run(&thread_sim))));
             thread_sim.freeze();
             // Dropping the runtime drops every task still alive; a panic in a destructor is a
             // panic of the run.
@@ -433,6 +460,7 @@ fn run_on_this_thread(spec: RunSpec, body: Arc<Body>, progress: Progress) -> Run
         }
     };
     CURRENT_RUN.with(|c| *c.borrow_mut() = None);
+    runtime::set_current_tasks(None);
     let panics = RUN_PANICS.with(|p| p.borrow_mut().take()).unwrap_or_default();
     let shared = shared_slot.lock().unwrap_or_else(|p| p.into_inner()).take();
     drop(tracing_guard);
@@ -442,37 +470,7 @@ fn run_on_this_thread(spec: RunSpec, body: Arc<Body>, progress: Progress) -> Run
         Ok((_, elapsed)) => *elapsed,
         Err(_) => Duration::from_nanos(last_event_nanos(shared.as_ref())),
     };
-    let recorded_failure = shared.as_ref().and_then(|s| s.failure.lock().unwrap_or_else(|p| p.into_inner()).clone());
-    let at = |mut f: Failure| {
-        f.at_nanos.get_or_insert(fake.as_nanos() as u64);
-        f
-    };
-    let failure = match ending {
-        Err(message) => {
-            let first = panics.first().cloned().unwrap_or(message);
-            Some(at(Failure::new(Class::Panic, first).oracle("panic")))
-        }
-        Ok((Ending::Stopped, _)) => recorded_failure,
-        Ok((Ending::Returned(result), _)) => match (recorded_failure, result) {
-            (Some(f), _) => Some(f),
-            (None, Err(f)) => Some(at(f)),
-            (None, Ok(())) if !panics.is_empty() && !spec.allow_recovered_panics => Some(at(Failure::new(
-                Class::Panic,
-                format!("a panic was caught and the run went on (recovered panic): {}", panics[0]),
-            )
-            .oracle("recovered-panic"))),
-            (None, Ok(())) => shared.as_ref().and_then(|s| s.checks.excused()).map(at),
-        },
-        Ok((Ending::TimeLimit, _)) => recorded_failure.or_else(|| {
-            Some(at(Failure::liveness(
-                "time-limit",
-                format!(
-                    "the run was still going after its fake-time limit of {}",
-                    swarm::format_duration(spec.time_limit)
-                ),
-            )))
-        }),
-    };
+    let failure = judge(ending, &panics, shared.as_ref(), fake, &spec);
     let history = shared.as_ref().map(|s| s.recorder.snapshot()).unwrap_or_default();
     let (polls, schedule_hash) = tasks.schedule();
     let swarm = shared.as_ref().map(|s| s.swarm.clone());
@@ -503,6 +501,48 @@ fn run_on_this_thread(spec: RunSpec, body: Arc<Body>, progress: Progress) -> Run
         swarm_drawn: swarm.as_ref().map(|s| s.values().into_keys().collect()).unwrap_or_default(),
         swarm_errors: swarm.as_ref().map(Swarm::errors).unwrap_or_default(),
         outcome,
+    }
+}
+
+/// The run's failure, from how it ended: a panic, a failure recorded (by an oracle or a final
+/// check), the body's error, a recovered panic, an excused violation, or the time limit.
+fn judge(
+    ending: Result<(Ending, Duration), String>,
+    panics: &[String],
+    shared: Option<&Arc<Shared>>,
+    fake: Duration,
+    spec: &RunSpec,
+) -> Option<Failure> {
+    let recorded_failure = shared.and_then(|s| s.failure.lock().unwrap_or_else(|p| p.into_inner()).clone());
+    let at = |mut f: Failure| {
+        f.at_nanos.get_or_insert(fake.as_nanos() as u64);
+        f
+    };
+    match ending {
+        Err(message) => {
+            let first = panics.first().cloned().unwrap_or(message);
+            Some(at(Failure::new(Class::Panic, first).oracle("panic")))
+        }
+        Ok((Ending::Stopped, _)) => recorded_failure,
+        Ok((Ending::Returned(result), _)) => match (recorded_failure, result) {
+            (Some(f), _) => Some(f),
+            (None, Err(f)) => Some(at(f)),
+            (None, Ok(())) if !panics.is_empty() && !spec.allow_recovered_panics => Some(at(Failure::new(
+                Class::Panic,
+                format!("a panic was caught and the run went on (recovered panic): {}", panics[0]),
+            )
+            .oracle("recovered-panic"))),
+            (None, Ok(())) => shared.and_then(|s| s.checks.excused()).map(at),
+        },
+        Ok((Ending::TimeLimit, _)) => recorded_failure.or_else(|| {
+            Some(at(Failure::liveness(
+                "time-limit",
+                format!(
+                    "the run was still going after its fake-time limit of {}",
+                    swarm::format_duration(spec.time_limit)
+                ),
+            )))
+        }),
     }
 }
 

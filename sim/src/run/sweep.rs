@@ -20,17 +20,20 @@
 //! first, in a process of its own).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::config::{ConfigError, Mode, Seeds};
+use super::ctx::Ctx;
 use super::once::{self, RunResult, RunSpec};
-use super::{Body, ConfigError, Mode, Seeds, Simulation};
+use super::simulation::{Body, BoxFuture, Simulation};
 use crate::history::{self, Entry};
 use crate::report::{self, Class, Failure, Identity, Invocation, Outcome, Replays, Report};
-use crate::seed::Seed;
+use crate::seed::{Seed, Source};
 use crate::swarm::{self, SwarmError};
 
 fn env_var(name: &str) -> Option<String> {
@@ -53,6 +56,98 @@ fn env_flag(var: &'static str) -> Result<Option<bool>, ConfigError> {
             _ => Err(ConfigError::Invalid { var, value: v, expected: "1/true/on or 0/false/off" }),
         },
     }
+}
+
+/// Applies the `SIM_*` variables that override the builder (seeds, mode, repeats, jobs, watchdog).
+fn apply_env(sim: &mut Simulation) -> Result<(), ConfigError> {
+    if let Some(seeds) = env_var("SIM_SEEDS") {
+        sim.seeds = seeds.parse()?;
+    }
+    if let Some(seed) = env_parse::<Seed>("SIM_SEED", "a seed (decimal u64 or 0x hex)")? {
+        sim.seeds = Seeds::List(vec![seed.0]);
+    }
+    if let Some(mode) = env_var("SIM_MODE") {
+        sim.mode = mode.parse()?;
+    }
+    if let Some(k) = env_parse::<u32>("SIM_REPEAT", "a count")? {
+        sim.repeat = k.max(1);
+    }
+    if let Some(n) = env_parse::<u32>("SIM_REPEAT_PROCESSES", "a count")? {
+        sim.repeat_processes = n;
+    }
+    if let Some(n) = env_parse::<u32>("SIM_CONFIRM", "a count")? {
+        sim.confirm = n;
+    }
+    if let Some(n) = env_parse::<usize>("SIM_JOBS", "a count")? {
+        sim.jobs = n.max(1);
+    }
+    if let Some(on) = env_flag("SIM_SEED_LINES")? {
+        sim.seed_lines = on;
+    }
+    if let Some(w) = env_var("SIM_WATCHDOG") {
+        sim.watchdog = swarm::parse_duration(&w).filter(|d| !d.is_zero()).ok_or(ConfigError::Invalid {
+            var: "SIM_WATCHDOG",
+            value: w,
+            expected: "a positive duration such as 30s",
+        })?;
+    }
+    Ok(())
+}
+
+/// `SIM_TRACE`: whether every seed's trace is written.
+fn trace_all_from_env() -> Result<bool, ConfigError> {
+    Ok(match env_var("SIM_TRACE") {
+        None => false,
+        Some(v) => match v.trim().to_ascii_lowercase().as_str() {
+            "all" | "1" | "true" | "on" => true,
+            "failures" | "0" | "false" | "off" => false,
+            _ => {
+                return Err(ConfigError::Invalid {
+                    var: "SIM_TRACE",
+                    value: v,
+                    expected: "all, or failures (the default)",
+                });
+            }
+        },
+    })
+}
+
+/// Checks `SIM_LOG` parses and `SIM_JSON` can be appended to.
+fn check_log_and_json() -> Result<(), ConfigError> {
+    if let Some(log) = env_var("SIM_LOG")
+        && tracing_subscriber::filter::Targets::from_str(&log).is_err()
+    {
+        return Err(ConfigError::Invalid {
+            var: "SIM_LOG",
+            value: log,
+            expected: "a tracing target list such as info or warn,my_crate=debug",
+        });
+    }
+    if let Some(path) = env_var("SIM_JSON") {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| ConfigError::Json { path: path.clone(), reason: e.to_string() })?;
+    }
+    Ok(())
+}
+
+/// `SIM_SHARD=i/n`: the seeds at positions `i` modulo `n`, and the note saying so.
+fn shard(mut seeds: Vec<Seed>) -> Result<(Vec<Seed>, Option<String>), ConfigError> {
+    let mut shard_note = None;
+    if let Some(shard) = env_var("SIM_SHARD") {
+        let bad = || ConfigError::Invalid { var: "SIM_SHARD", value: shard.clone(), expected: "i/n with i < n" };
+        let (i, n) = shard.split_once('/').ok_or_else(bad)?;
+        let (i, n): (usize, usize) = (i.trim().parse().map_err(|_| bad())?, n.trim().parse().map_err(|_| bad())?);
+        if n == 0 || i >= n {
+            return Err(bad());
+        }
+        let all = seeds.len();
+        seeds = seeds.into_iter().enumerate().filter(|(k, _)| k % n == i).map(|(_, s)| s).collect();
+        shard_note = Some(format!("shard {i}/{n}: {} of {all} seeds", seeds.len()));
+    }
+    Ok((seeds, shard_note))
 }
 
 /// One line a child process writes per seed.
@@ -92,85 +187,15 @@ impl Sweep {
     pub(crate) fn new(sim: &Simulation) -> Result<Sweep, ConfigError> {
         let mut sim = sim.clone();
         let skip = env_var("SIM_ONLY").filter(|only| *only != sim.name);
-        if let Some(seeds) = env_var("SIM_SEEDS") {
-            sim.seeds = seeds.parse()?;
-        }
-        if let Some(seed) = env_parse::<Seed>("SIM_SEED", "a seed (decimal u64 or 0x hex)")? {
-            sim.seeds = Seeds::List(vec![seed.0]);
-        }
-        if let Some(mode) = env_var("SIM_MODE") {
-            sim.mode = mode.parse()?;
-        }
-        if let Some(k) = env_parse::<u32>("SIM_REPEAT", "a count")? {
-            sim.repeat = k.max(1);
-        }
-        if let Some(n) = env_parse::<u32>("SIM_REPEAT_PROCESSES", "a count")? {
-            sim.repeat_processes = n;
-        }
-        if let Some(n) = env_parse::<u32>("SIM_CONFIRM", "a count")? {
-            sim.confirm = n;
-        }
-        if let Some(n) = env_parse::<usize>("SIM_JOBS", "a count")? {
-            sim.jobs = n.max(1);
-        }
-        if let Some(on) = env_flag("SIM_SEED_LINES")? {
-            sim.seed_lines = on;
-        }
-        if let Some(w) = env_var("SIM_WATCHDOG") {
-            sim.watchdog = swarm::parse_duration(&w).filter(|d| !d.is_zero()).ok_or(ConfigError::Invalid {
-                var: "SIM_WATCHDOG",
-                value: w,
-                expected: "a positive duration such as 30s",
-            })?;
-        }
-        let trace_all = match env_var("SIM_TRACE") {
-            None => false,
-            Some(v) => match v.trim().to_ascii_lowercase().as_str() {
-                "all" | "1" | "true" | "on" => true,
-                "failures" | "0" | "false" | "off" => false,
-                _ => {
-                    return Err(ConfigError::Invalid {
-                        var: "SIM_TRACE",
-                        value: v,
-                        expected: "all, or failures (the default)",
-                    });
-                }
-            },
-        };
-        if let Some(log) = env_var("SIM_LOG")
-            && tracing_subscriber::filter::Targets::from_str(&log).is_err()
-        {
-            return Err(ConfigError::Invalid {
-                var: "SIM_LOG",
-                value: log,
-                expected: "a tracing target list such as info or warn,my_crate=debug",
-            });
-        }
-        if let Some(path) = env_var("SIM_JSON") {
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&path)
-                .map_err(|e| ConfigError::Json { path: path.clone(), reason: e.to_string() })?;
-        }
+        apply_env(&mut sim)?;
+        let trace_all = trace_all_from_env()?;
+        check_log_and_json()?;
         let mut swarm = sim.swarm.clone();
         if let Some(text) = env_var("SIM_SWARM") {
             let overrides = swarm::parse_overrides(&text)?;
             swarm.extend(overrides);
         }
-        let mut seeds = sim.seeds.resolve()?;
-        let mut shard_note = None;
-        if let Some(shard) = env_var("SIM_SHARD") {
-            let bad = || ConfigError::Invalid { var: "SIM_SHARD", value: shard.clone(), expected: "i/n with i < n" };
-            let (i, n) = shard.split_once('/').ok_or_else(bad)?;
-            let (i, n): (usize, usize) = (i.trim().parse().map_err(|_| bad())?, n.trim().parse().map_err(|_| bad())?);
-            if n == 0 || i >= n {
-                return Err(bad());
-            }
-            let all = seeds.len();
-            seeds = seeds.into_iter().enumerate().filter(|(k, _)| k % n == i).map(|(_, s)| s).collect();
-            shard_note = Some(format!("shard {i}/{n}: {} of {all} seeds", seeds.len()));
-        }
+        let (seeds, shard_note) = shard(sim.seeds.resolve()?)?;
         let child_out = env_var("SIM_CHILD_OUT").map(PathBuf::from);
         let child_throwaway = env_parse::<u32>("SIM_CHILD_THROWAWAY", "a count")?.unwrap_or(0);
         if child_out.is_some() {
@@ -253,17 +278,7 @@ impl Sweep {
             }
         }
         let results = self.sweep(&body);
-        let mut drawn = BTreeSet::new();
-        for result in &results {
-            if let Some(e) = result.swarm_errors.iter().find(|e| matches!(e, SwarmError::Value { .. })) {
-                return Err(ConfigError::Swarm(e.clone()));
-            }
-            drawn.extend(result.swarm_drawn.iter().cloned());
-        }
-        let unknown: Vec<String> = self.swarm.keys().filter(|k| !drawn.contains(*k)).cloned().collect();
-        if !unknown.is_empty() && !results.is_empty() {
-            return Err(ConfigError::Swarm(SwarmError::Unknown { unknown, known: drawn.into_iter().collect() }));
-        }
+        self.check_swarm(&results)?;
 
         if let Some(path) = &self.child_out
             && self.occurrence == self.child_occurrence
@@ -311,6 +326,22 @@ impl Sweep {
             self.print(&report);
         }
         Ok(report)
+    }
+
+    /// A swarm override that no seed could use (a bad value) or that names no drawn dimension.
+    fn check_swarm(&self, results: &[RunResult]) -> Result<(), ConfigError> {
+        let mut drawn = BTreeSet::new();
+        for result in results {
+            if let Some(e) = result.swarm_errors.iter().find(|e| matches!(e, SwarmError::Value { .. })) {
+                return Err(ConfigError::Swarm(e.clone()));
+            }
+            drawn.extend(result.swarm_drawn.iter().cloned());
+        }
+        let unknown: Vec<String> = self.swarm.keys().filter(|k| !drawn.contains(*k)).cloned().collect();
+        if !unknown.is_empty() && !results.is_empty() {
+            return Err(ConfigError::Swarm(SwarmError::Unknown { unknown, known: drawn.into_iter().collect() }));
+        }
+        Ok(())
     }
 
     fn trace_header(&self, outcome: &Outcome) -> Vec<String> {
@@ -742,6 +773,59 @@ fn compare(a: &Outcome, a_entries: &[Entry], b: &Outcome, b_entries: &[Entry]) -
         return Some(d.to_string());
     }
     Some(describe_hash_difference(a, b))
+}
+
+/// Running a simulation: the sweep over its seeds, or one run from fuzz bytes.
+impl Simulation {
+    /// Runs the sweep, prints its summary to stderr, and returns the [`Report`]: check it with
+    /// [`Report::assert_passed`]. A failing report dropped unchecked panics (see [`Report`]), so a
+    /// forgotten assertion fails the test rather than passing it.
+    ///
+    /// # Panics
+    /// On a configuration error (an unparsable `SIM_*` variable, no seeds, a swarm override naming
+    /// a dimension that no seed drew), with the error's message. [`Simulation::try_run`] returns
+    /// it instead.
+    #[track_caller]
+    #[must_use = "the report says whether the sweep failed: call .assert_passed() on it"]
+    pub fn run<F, Fut>(&self, body: F) -> Report
+    where
+        F: Fn(Ctx) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), Failure>> + 'static,
+    {
+        match self.try_run(body) {
+            Ok(report) => report,
+            Err(e) => panic!("simulation {}: {e}", self.name),
+        }
+    }
+
+    /// Runs the sweep (see [`Simulation::run`]).
+    ///
+    /// # Errors
+    /// [`ConfigError`] when a `SIM_*` variable or a swarm override cannot be used.
+    #[must_use = "the report says whether the sweep failed: call .assert_passed() on it"]
+    pub fn try_run<F, Fut>(&self, body: F) -> Result<Report, ConfigError>
+    where
+        F: Fn(Ctx) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), Failure>> + 'static,
+    {
+        let body: Arc<Body> = Arc::new(move |ctx| Box::pin(body(ctx)) as BoxFuture);
+        Sweep::new(self)?.run(body)
+    }
+
+    /// Runs one run whose choices come from fuzz bytes (`data`), for a cargo-fuzz/libFuzzer
+    /// target: every stream of the run reads `data` in draw order, and once it is used up every
+    /// draw returns its simplest value, so shrinking the input simplifies the run. The runtime's
+    /// own randomness (`getrandom`, tokio's RNG) is keyed from seed 0.
+    pub fn run_fuzz<F, Fut>(&self, data: &[u8], body: F) -> Outcome
+    where
+        F: Fn(Ctx) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), Failure>> + 'static,
+    {
+        let body: Arc<Body> = Arc::new(move |ctx| Box::pin(body(ctx)) as BoxFuture);
+        let mut spec = RunSpec::from_sim(self, Seed(0), self.swarm.clone());
+        spec.fuzz = Some(Source::from_bytes(data.to_vec()));
+        once::run_once(spec, body, self.watchdog).outcome
+    }
 }
 
 #[cfg(test)]

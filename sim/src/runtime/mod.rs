@@ -367,8 +367,23 @@ where
     F::Output: Send + 'static,
 {
     let handle = tokio::spawn(future);
-    if let Some(ctx) = crate::Ctx::try_current() {
-        ctx.tasks().set_owner(handle.id(), None);
+    if let Some(tasks) = current_tasks() {
+        tasks.set_owner(handle.id(), None);
     }
     handle
+}
+
+thread_local! {
+    /// The task registry of the run on this thread (set and cleared with the run's `Ctx`).
+    static CURRENT_TASKS: std::cell::RefCell<Option<Tasks>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Sets (or with `None` clears) the task registry of the run on this thread.
+pub(crate) fn set_current_tasks(tasks: Option<Tasks>) {
+    CURRENT_TASKS.with(|c| *c.borrow_mut() = tasks);
+}
+
+/// The task registry of the run on this thread, if the thread runs one.
+fn current_tasks() -> Option<Tasks> {
+    CURRENT_TASKS.try_with(|c| c.try_borrow().ok().and_then(|c| c.clone())).ok().flatten()
 }

@@ -28,7 +28,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use sim::check::{self, LivenessBound, OneResponse, RequestLog};
-use sim::net::Nemesis;
+use sim::nemesis::Nemesis;
 use sim::node::{Service, System};
 use sim::workload::{Budget, OpCtx, OpOutcome, Operation, Workload};
 use sim::{Ctx, Failure};

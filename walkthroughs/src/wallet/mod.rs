@@ -28,7 +28,7 @@ use std::time::Duration;
 use grpcsim::calls::{CallLog, Logged, OneStatus};
 use grpcsim::checks::GoawayFirst;
 use sim::check::{self, LivenessBound};
-use sim::net::Nemesis;
+use sim::nemesis::Nemesis;
 use sim::node::{Service, System};
 use sim::workload::{Budget, OpCtx, OpOutcome, Operation, Workload};
 use sim::{Ctx, Failure};

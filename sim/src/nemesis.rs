@@ -14,14 +14,14 @@
 //!   responses do not arrive until the hold ends.
 //!
 //! Hosts are host names: a service's replicas (`kv-0`, `kv-1`, as
-//! [`crate::node::System::replicas`] returns them) or hosts made with [`super::Network::host`],
+//! [`crate::node::System::replicas`] returns them) or hosts made with [`crate::net::Network::host`],
 //! not a service's routing name (`kv`), which has no host of its own. Times are fake time since
 //! the run started.
 
 use std::ops::Range;
 use std::time::Duration;
 
-use super::control::{ConnSel, Direction, HoldAfterBytes, Partition, Reset};
+use crate::net::control::{ConnSel, Direction, HoldAfterBytes, Partition, Reset};
 
 /// A swarm-drawn fault schedule over some hosts.
 #[derive(Clone, Debug)]
@@ -66,7 +66,7 @@ impl Nemesis {
     /// # Panics
     /// If a host is a service's routing name (`kv`) rather than a host (`kv-0`): a fault on it
     /// would select nothing.
-    pub fn schedule(&self, ctx: &crate::Ctx) -> usize {
+    pub fn schedule(&self, ctx: &crate::run::Ctx) -> usize {
         let net = ctx.net();
         for host in &self.hosts {
             assert!(

@@ -1,0 +1,218 @@
+//! What a sweep is configured with: the [`Mode`], the [`Seeds`] and the [`ConfigError`] a bad
+//! value gives.
+
+use std::ops::Range;
+use std::str::FromStr;
+
+use crate::seed::Seed;
+use crate::swarm::SwarmError;
+
+/// The most seeds one sweep runs.
+pub const SEEDS_MAX: u64 = 10_000_000;
+
+/// How a run draws its schedule.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// The schedule as drawn from the seed (default). Exact.
+    #[default]
+    Replay,
+    /// The seed also draws perturbations (scheduler intervals, wider event spreads, yields between
+    /// harness events) to widen the interleavings searched. Still exact per seed.
+    Explore,
+}
+
+impl FromStr for Mode {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "replay" | "" => Ok(Mode::Replay),
+            "explore" => Ok(Mode::Explore),
+            other => {
+                Err(ConfigError::Invalid { var: "SIM_MODE", value: other.to_string(), expected: "replay or explore" })
+            }
+        }
+    }
+}
+
+/// Which seeds a sweep runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Seeds {
+    /// These seeds, in this order.
+    List(Vec<u64>),
+    /// A half-open range.
+    Range(Range<u64>),
+    /// This many fresh seeds from the OS's entropy (printed, so each replays).
+    Random(usize),
+}
+
+impl From<Range<u64>> for Seeds {
+    fn from(r: Range<u64>) -> Seeds {
+        Seeds::Range(r)
+    }
+}
+
+impl From<std::ops::RangeInclusive<u64>> for Seeds {
+    fn from(r: std::ops::RangeInclusive<u64>) -> Seeds {
+        Seeds::Range(*r.start()..r.end().saturating_add(1))
+    }
+}
+
+impl From<Vec<u64>> for Seeds {
+    fn from(v: Vec<u64>) -> Seeds {
+        Seeds::List(v)
+    }
+}
+
+impl FromStr for Seeds {
+    type Err = ConfigError;
+    /// `0..500`, `0..=9`, `random:200`, `42`, or `1,5,9`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let t = s.trim();
+        let bad = || ConfigError::Invalid {
+            var: "SIM_SEEDS",
+            value: s.to_string(),
+            expected: "a range 0..500 or 0..=9, random:N, or a list 1,5,9",
+        };
+        let seed = |x: &str| x.parse::<Seed>().map(|s| s.0).map_err(|_| bad());
+        if let Some(count) = t.strip_prefix("random:") {
+            return count.trim().parse().map(Seeds::Random).map_err(|_| bad());
+        }
+        let backwards = || ConfigError::Invalid {
+            var: "SIM_SEEDS",
+            value: s.to_string(),
+            expected: "a range whose start is not above its end (0..500, 0..=9)",
+        };
+        if let Some((a, b)) = t.split_once("..=") {
+            let (a, b) = (seed(a)?, seed(b)?);
+            return if a <= b { Ok(Seeds::Range(a..b.saturating_add(1))) } else { Err(backwards()) };
+        }
+        if let Some((a, b)) = t.split_once("..") {
+            let (a, b) = (seed(a)?, seed(b)?);
+            return if a <= b { Ok(Seeds::Range(a..b)) } else { Err(backwards()) };
+        }
+        let items: Vec<&str> = t.split(',').map(str::trim).collect();
+        if items.iter().any(|x| x.is_empty()) {
+            return Err(bad());
+        }
+        items.into_iter().map(seed).collect::<Result<Vec<_>, _>>().map(Seeds::List)
+    }
+}
+
+impl Seeds {
+    /// How many seeds this is.
+    pub fn len(&self) -> u64 {
+        match self {
+            Seeds::List(v) => v.len() as u64,
+            Seeds::Range(r) => r.end.saturating_sub(r.start),
+            Seeds::Random(n) => *n as u64,
+        }
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The seeds themselves.
+    ///
+    /// # Errors
+    /// [`ConfigError::NoSeeds`] when empty; [`ConfigError::TooManySeeds`] above [`SEEDS_MAX`].
+    pub fn resolve(&self) -> Result<Vec<Seed>, ConfigError> {
+        match self.len() {
+            0 => Err(ConfigError::NoSeeds(format!("{self:?}"))),
+            n if n > SEEDS_MAX => Err(ConfigError::TooManySeeds(n)),
+            _ => Ok(match self {
+                Seeds::List(v) => v.iter().copied().map(Seed).collect(),
+                Seeds::Range(r) => r.clone().map(Seed).collect(),
+                Seeds::Random(n) => (0..*n).map(|_| Seed(os_random_u64())).collect(),
+            }),
+        }
+    }
+}
+
+fn os_random_u64() -> u64 {
+    let mut bytes = [0u8; 8];
+    // Called on a sweep thread, never a simulation thread: this is the OS's entropy.
+    // SAFETY: the buffer is valid for 8 bytes.
+    let n = unsafe { crate::runtime::interpose::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+    if n != 8 {
+        use std::hash::BuildHasher;
+        return std::collections::hash_map::RandomState::new().hash_one(std::time::Instant::now());
+    }
+    u64::from_le_bytes(bytes)
+}
+
+/// A configuration error: an environment variable or builder value that cannot be used.
+#[derive(Debug, thiserror::Error, Clone, PartialEq)]
+pub enum ConfigError {
+    /// A variable's value does not parse.
+    #[error("{var}={value:?}: expected {expected}")]
+    Invalid {
+        /// The variable.
+        var: &'static str,
+        /// Its value.
+        value: String,
+        /// What it takes.
+        expected: &'static str,
+    },
+    /// The seeds to run are none.
+    #[error("no seeds to run ({0}): give SIM_SEEDS a non-empty range or list")]
+    NoSeeds(String),
+    /// More seeds than [`SEEDS_MAX`].
+    #[error("{0} seeds is more than one sweep runs (SEEDS_MAX = 10000000): shard it with SIM_SHARD=i/n")]
+    TooManySeeds(u64),
+    /// `SIM_JSON` names a file that cannot be appended to.
+    #[error("SIM_JSON={path:?}: cannot append to it: {reason}")]
+    Json {
+        /// The path.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// A swarm override is wrong.
+    #[error(transparent)]
+    Swarm(#[from] SwarmError),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seeds_parse_every_documented_form() {
+        assert_eq!("0..5".parse::<Seeds>(), Ok(Seeds::Range(0..5)));
+        assert_eq!("3..=4".parse::<Seeds>(), Ok(Seeds::Range(3..5)));
+        assert_eq!("random:7".parse::<Seeds>(), Ok(Seeds::Random(7)));
+        assert_eq!("42".parse::<Seeds>(), Ok(Seeds::List(vec![42])));
+        assert_eq!("1, 5,0x10".parse::<Seeds>(), Ok(Seeds::List(vec![1, 5, 16])));
+        for bad in ["", "5..1", "a..b", "random:x", "1,,3", "1,x"] {
+            let err = bad.parse::<Seeds>().expect_err(bad);
+            assert!(err.to_string().starts_with("SIM_SEEDS="), "{err}");
+        }
+        assert_eq!(Seeds::Random(5).resolve().map(|s| s.len()), Ok(5));
+    }
+
+    #[test]
+    fn empty_and_huge_seed_sets_are_errors() {
+        assert!(matches!("5..5".parse::<Seeds>().and_then(|s| s.resolve()), Err(ConfigError::NoSeeds(_))));
+        let Err(ConfigError::Invalid { expected, .. }) = "5..2".parse::<Seeds>() else { panic!("5..2 parsed") };
+        assert!(expected.contains("start is not above its end"), "{expected}");
+        assert!(matches!("random:0".parse::<Seeds>().and_then(|s| s.resolve()), Err(ConfigError::NoSeeds(_))));
+        assert!(matches!(
+            "0..=18446744073709551615".parse::<Seeds>().and_then(|s| s.resolve()),
+            Err(ConfigError::TooManySeeds(_))
+        ));
+        assert!(matches!(
+            "0..100000000000".parse::<Seeds>().and_then(|s| s.resolve()),
+            Err(ConfigError::TooManySeeds(100_000_000_000))
+        ));
+    }
+
+    #[test]
+    fn modes_parse() {
+        assert_eq!("explore".parse::<Mode>(), Ok(Mode::Explore));
+        assert_eq!("replay".parse::<Mode>(), Ok(Mode::Replay));
+        assert!("fast".parse::<Mode>().is_err());
+    }
+}
