@@ -14,16 +14,18 @@
 //! `lifecycle` (an event naming nothing that exists) — and what each event does are described in
 //! the book's page docs/src/nodes.md ("Nodes, lifecycle, workloads and oracles").
 //!
-//! The module's files, each using only those below it:
+//! The module's files, each using only those after it (no cycle):
 //!
 //! ```text
-//! lifecycle   Lifecycle, Restart, Version; System::apply, at, schedule_lifecycle, heal, stop
-//!   system    System: services, instances, an incarnation's start and end
-//!     serve   serve (feature `hyper`): HTTP on a node, in-flight requests for `drain`
-//!     spec    ServiceSpec: a service's declaration
-//!       ctx   NodeCtx, BoxError: what an entry point gets; per-incarnation state
-//!         exit     ExitCause, ExitRecord, CrashMode
-//!     zombies the zombie oracle
+//! lifecycle  Lifecycle, Restart, Version; System::apply, at, schedule_lifecycle, heal, stop
+//!                                                                   -> system, exit
+//! system     System: services, instances, an incarnation's start and end
+//!                                                                   -> spec, ctx, exit, zombies
+//! serve      serve (feature `hyper`): HTTP on a node, in-flight requests for `drain`  -> ctx
+//! spec       ServiceSpec: a service's declaration                    -> ctx
+//! ctx        NodeCtx, BoxError: what an entry point gets; per-incarnation state  -> exit
+//! exit       ExitCause, ExitRecord, CrashMode
+//! zombies    the zombie oracle
 //! ```
 
 mod ctx;
