@@ -8,7 +8,7 @@ use std::time::Duration;
 use grpcsim::calls::{CallLog, OneStatus};
 use grpcsim::checks::GoawayFirst;
 use grpcsim::probe::{CallRequest, ProbeClient, ProbeService, StreamRequest};
-use sim::node::{BoxError, Lifecycle, NodeCtx, Service, System};
+use sim::node::{BoxError, Lifecycle, NodeCtx, ServiceSpec, System, Version};
 use sim::{Ctx, Failure, Simulation};
 
 const STREAM: &str = "/grpcsim.probe.Probe/Stream";
@@ -100,12 +100,12 @@ fn sigterm_sends_goaway_before_the_application_ends_its_streams() {
             ctx.add_check(OneStatus::default());
             let system = System::new(&ctx);
             system.add(
-                Service::new("probe", |node| probe(node, Ending::AfterGoaway, None, None))
+                ServiceSpec::new("probe", |node| probe(node, Ending::AfterGoaway, None, None))
                     .grace(Duration::from_secs(5)),
             );
             system.start().await?;
             let mut c = client(&ctx, "client", "probe:50051");
-            system.at(ctx.elapsed() + Duration::from_millis(300), Lifecycle::Sigterm("probe-0".into()));
+            system.at(ctx.elapsed() + Duration::from_millis(300), Lifecycle::Sigterm { node: "probe-0".into() });
             let (items, end) = read_all(&mut c, Duration::from_secs(10)).await;
             check(
                 items >= 3 && end == "OK",
@@ -139,11 +139,12 @@ fn goaway_first_catches_a_server_that_ends_streams_at_sigterm() {
         Simulation::new("grpc_goaway_first_bug").seeds(0..20).stop_after_failures(20).run(move |ctx: Ctx| async move {
             ctx.add_check(GoawayFirst::long_lived([STREAM]));
             let system = System::new(&ctx);
-            system
-                .add(Service::new("probe", move |node| probe(node, ending, None, None)).grace(Duration::from_secs(5)));
+            system.add(
+                ServiceSpec::new("probe", move |node| probe(node, ending, None, None)).grace(Duration::from_secs(5)),
+            );
             system.start().await?;
             let mut c = client(&ctx, "client", "probe:50051");
-            system.at(ctx.elapsed() + Duration::from_millis(300), Lifecycle::Sigterm("probe-0".into()));
+            system.at(ctx.elapsed() + Duration::from_millis(300), Lifecycle::Sigterm { node: "probe-0".into() });
             let _ = read_all(&mut c, Duration::from_secs(10)).await;
             tokio::time::sleep(Duration::from_secs(1)).await;
             system.stop().await
@@ -167,13 +168,13 @@ fn a_drain_bound_closes_streams_that_never_end() {
             let system = System::new(&ctx);
             let bound = Duration::from_secs(2);
             system.add(
-                Service::new("probe", move |node| probe(node, Ending::Never, Some(bound), None))
+                ServiceSpec::new("probe", move |node| probe(node, Ending::Never, Some(bound), None))
                     .grace(Duration::from_secs(10)),
             );
             system.start().await?;
             let mut c = client(&ctx, "client", "probe:50051");
             let sigterm_at = ctx.elapsed() + Duration::from_millis(300);
-            system.at(sigterm_at, Lifecycle::Sigterm("probe-0".into()));
+            system.at(sigterm_at, Lifecycle::Sigterm { node: "probe-0".into() });
             let (items, end) = read_all(&mut c, Duration::from_secs(10)).await;
             let ended_at = ctx.elapsed();
             check(items >= 3, format!("only {items} items"))?;
@@ -194,10 +195,12 @@ fn a_drain_bound_closes_streams_that_never_end() {
 fn without_a_drain_bound_a_stream_that_never_ends_outlives_the_grace() {
     let report = Simulation::new("grpc_no_drain_bound").seeds(0..4).run(|ctx: Ctx| async move {
         let system = System::new(&ctx);
-        system.add(Service::new("probe", |node| probe(node, Ending::Never, None, None)).grace(Duration::from_secs(3)));
+        system.add(
+            ServiceSpec::new("probe", |node| probe(node, Ending::Never, None, None)).grace(Duration::from_secs(3)),
+        );
         system.start().await?;
         let mut c = client(&ctx, "client", "probe:50051");
-        system.at(ctx.elapsed() + Duration::from_millis(300), Lifecycle::Sigterm("probe-0".into()));
+        system.at(ctx.elapsed() + Duration::from_millis(300), Lifecycle::Sigterm { node: "probe-0".into() });
         let _ = read_all(&mut c, Duration::from_secs(10)).await;
         Ok(())
     });
@@ -217,7 +220,7 @@ fn max_connection_age_goaway_or_close_as_tonic_does() {
             .seeds(0..6)
             .run(move |ctx: Ctx| async move {
                 let system = System::new(&ctx);
-                system.add(Service::new("probe", move |node| {
+                system.add(ServiceSpec::new("probe", move |node| {
                     probe(node, Ending::Never, None, Some((Duration::from_secs(2), grace)))
                 }));
                 system.start().await?;
@@ -268,10 +271,12 @@ fn the_seeded_balancer_spreads_calls_and_follows_a_rollout() {
             async move {
                 ctx.add_check(OneStatus::default());
                 let system = System::new(&ctx);
-                system.add(Service::new("probe", |node| probe(node, Ending::AfterGoaway, None, None)).replicas(3..=3));
+                system.add(
+                    ServiceSpec::new("probe", |node| probe(node, Ending::AfterGoaway, None, None)).replicas(3..=3),
+                );
                 let caller = std::sync::Arc::new(tokio::sync::Mutex::new(None));
                 let caller2 = caller.clone();
-                system.add(Service::new("caller", move |node: NodeCtx| {
+                system.add(ServiceSpec::new("caller", move |node: NodeCtx| {
                     let caller = caller2.clone();
                     async move {
                         let balanced = grpcsim::client::balanced(&node, "probe", 50051).map_err(BoxError::from)?;
@@ -297,7 +302,7 @@ fn the_seeded_balancer_spreads_calls_and_follows_a_rollout() {
                 // leaves the endpoints, before its SIGTERM.
                 let rollout = {
                     let system = system.clone();
-                    tokio::spawn(async move { system.rollout("probe", None).await })
+                    tokio::spawn(async move { system.rollout("probe", &Version::Same).await })
                 };
                 let mut during = 0;
                 while !rollout.is_finished() {
@@ -326,10 +331,10 @@ fn the_balancer_recovers_after_the_service_had_no_endpoints() {
         .seeds(0..4)
         .run(|ctx: Ctx| async move {
             let system = System::new(&ctx);
-            system.add(Service::new("probe", |node| probe(node, Ending::AfterGoaway, None, None)).replicas(2..=2));
+            system.add(ServiceSpec::new("probe", |node| probe(node, Ending::AfterGoaway, None, None)).replicas(2..=2));
             let caller = std::sync::Arc::new(tokio::sync::Mutex::new(None));
             let caller2 = caller.clone();
-            system.add(Service::new("caller", move |node: NodeCtx| {
+            system.add(ServiceSpec::new("caller", move |node: NodeCtx| {
                 let caller = caller2.clone();
                 async move {
                     let balanced = grpcsim::client::balanced(&node, "probe", 50051).map_err(BoxError::from)?;
@@ -399,7 +404,7 @@ fn the_drain_bound_holds_when_a_goaway_cannot_be_written() {
         .seeds(0..4)
         .run(|ctx: Ctx| async move {
             let system = System::new(&ctx);
-            system.add(Service::new("flood", flood).grace(Duration::from_secs(10)));
+            system.add(ServiceSpec::new("flood", flood).grace(Duration::from_secs(10)));
             system.start().await?;
             let channel = grpcsim::client::endpoint("flood:50051")
                 .expect("target")
@@ -447,10 +452,10 @@ fn goaway_first_judges_each_server_of_a_node_apart() {
         |ctx: Ctx| async move {
             ctx.add_check(GoawayFirst::long_lived([STREAM]));
             let system = System::new(&ctx);
-            system.add(Service::new("probe", two_servers).grace(Duration::from_secs(5)));
+            system.add(ServiceSpec::new("probe", two_servers).grace(Duration::from_secs(5)));
             system.start().await?;
             let mut c = client(&ctx, "client", "probe:50051");
-            system.at(ctx.elapsed() + Duration::from_millis(300), Lifecycle::Sigterm("probe-0".into()));
+            system.at(ctx.elapsed() + Duration::from_millis(300), Lifecycle::Sigterm { node: "probe-0".into() });
             let _ = read_all(&mut c, Duration::from_secs(10)).await;
             tokio::time::sleep(Duration::from_secs(1)).await;
             system.stop().await
@@ -472,7 +477,7 @@ fn a_call_that_never_ends_fails_one_status_at_the_end_of_the_run() {
             let check = if allow { OneStatus::default().may_stay_open([STREAM]) } else { OneStatus::default() };
             ctx.add_check(check);
             let system = System::new(&ctx);
-            system.add(Service::new("probe", |node| probe(node, Ending::Never, None, None)));
+            system.add(ServiceSpec::new("probe", |node| probe(node, Ending::Never, None, None)));
             system.start().await?;
             let mut c = client(&ctx, "client", "probe:50051");
             let mut stream = c
@@ -481,7 +486,7 @@ fn a_call_that_never_ends_fails_one_status_at_the_end_of_the_run() {
                 .map_err(|s| Failure::correctness("open", s.to_string()))?
                 .into_inner();
             let _ = stream.message().await;
-            system.crash("probe-0", Some(sim::node::CrashMode::Vanish)).await?;
+            system.crash("probe-0", sim::node::CrashMode::Fixed(sim::net::Ending::Vanish)).await?;
             tokio::time::sleep(Duration::from_secs(1)).await;
             std::mem::forget(stream);
             Ok(())

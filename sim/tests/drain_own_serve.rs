@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use sim::node::{BoxError, NodeCtx, Service, System};
+use sim::node::{BoxError, NodeCtx, ServiceSpec, System};
 use sim::{Class, Ctx, Failure, Simulation};
 
 /// A handler that takes 50 ms, telling `received` when a request reaches it.
@@ -55,7 +55,7 @@ async fn sigterm_during_a_request(ctx: Ctx, entry: Entry, http2: bool, must_answ
     let system = System::new(&ctx);
     let received = Arc::new(tokio::sync::Notify::new());
     let notify = received.clone();
-    system.add(Service::new("kv", move |node| entry(node, notify.clone())));
+    system.add(ServiceSpec::new("kv", move |node| entry(node, notify.clone())));
     system.start().await?;
     let system2 = system.clone();
     tokio::spawn(async move {

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use sim::node::{BoxError, CrashMode, ExitCause, Lifecycle, NodeCtx, Service, System};
+use sim::net::Ending;
+use sim::node::{BoxError, CrashMode, ExitCause, Lifecycle, NodeCtx, Restart, ServiceSpec, System, Version};
 use sim::{Class, Ctx, Failure, Simulation};
 
 type EntryFn = fn(NodeCtx) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), BoxError>> + Send>>;
@@ -69,7 +70,7 @@ fn a_service_starts_serves_and_stops_on_sigterm() {
         .seeds(0..8)
         .run(|ctx: Ctx| async move {
             let system = System::new(&ctx);
-            let names = system.add(Service::new("hello", hello).replicas(2..=2));
+            let names = system.add(ServiceSpec::new("hello", hello).replicas(2..=2));
             check(names == ["hello-0", "hello-1"], format!("{names:?}"))?;
             system.start().await?;
             let body =
@@ -110,7 +111,7 @@ fn sigterm_drains_in_flight_requests() {
             let system = System::new(&ctx);
             let received = std::sync::Arc::new(tokio::sync::Notify::new());
             let notify = received.clone();
-            system.add(Service::new("hello", move |node| hello_notifying(node, notify.clone())));
+            system.add(ServiceSpec::new("hello", move |node| hello_notifying(node, notify.clone())));
             system.start().await?;
             let system2 = system.clone();
             // SIGTERM while the request is being handled (it takes 50 ms).
@@ -131,13 +132,13 @@ fn sigterm_drains_in_flight_requests() {
 fn a_crash_drops_the_nodes_tasks_and_none_runs_afterwards() {
     let report = Simulation::new("node_crash").seeds(0..16).run(|ctx: Ctx| async move {
         let system = System::new(&ctx);
-        system.add(Service::new("hello", hello));
+        system.add(ServiceSpec::new("hello", hello));
         system.start().await?;
         // A request in flight (the handler sleeps 50 ms), and a keep-alive connection.
         let ctx2 = ctx.clone();
         let pending = tokio::spawn(async move { get(&ctx2, "client", "http://hello:8080/").await });
         tokio::time::sleep(Duration::from_millis(20)).await;
-        system.crash("hello-0", None).await?;
+        system.crash("hello-0", CrashMode::Seeded).await?;
         let outcome = tokio::time::timeout(Duration::from_secs(5), pending).await;
         ctx.record("client", "after-crash", format!("{outcome:?}"));
         tokio::time::sleep(Duration::from_secs(30)).await;
@@ -171,7 +172,7 @@ fn a_task_left_running_by_a_node_that_stopped_is_a_leak() {
     }
     let report = Simulation::new("node_leak").seeds(0..4).confirm(0).run(|ctx: Ctx| async move {
         let system = System::new(&ctx);
-        system.add(Service::new("leaky", leaky));
+        system.add(ServiceSpec::new("leaky", leaky));
         system.start().await?;
         system.stop().await?;
         tokio::time::sleep(Duration::from_secs(5)).await;
@@ -199,10 +200,10 @@ fn a_task_that_escaped_tracking_and_runs_after_a_crash_is_a_zombie() {
     }
     let report = Simulation::new("node_zombie").seeds(0..4).confirm(0).run(|ctx: Ctx| async move {
         let system = System::new(&ctx);
-        system.add(Service::new("ticking", ticking));
+        system.add(ServiceSpec::new("ticking", ticking));
         system.start().await?;
         tokio::time::sleep(Duration::from_millis(20)).await;
-        system.crash("ticking-0", Some(CrashMode::Vanish)).await?;
+        system.crash("ticking-0", CrashMode::Fixed(Ending::Vanish)).await?;
         tokio::time::sleep(Duration::from_secs(1)).await;
         system.check_zombies()
     });
@@ -219,12 +220,12 @@ fn a_crash_ends_the_untracked_tasks_waiting_on_the_nodes_sockets() {
         .seeds(0..4)
         .run(|ctx: Ctx| async move {
             let system = System::new(&ctx);
-            system.add(Service::new("hello", hello_untracked));
+            system.add(ServiceSpec::new("hello", hello_untracked));
             system.start().await?;
             let ctx2 = ctx.clone();
             let pending = tokio::spawn(async move { get(&ctx2, "client", "http://hello:8080/").await });
             tokio::time::sleep(Duration::from_millis(20)).await;
-            system.crash("hello-0", Some(CrashMode::Vanish)).await?;
+            system.crash("hello-0", CrashMode::Fixed(Ending::Vanish)).await?;
             tokio::time::sleep(Duration::from_secs(1)).await;
             pending.abort();
             system.check_zombies()
@@ -261,7 +262,7 @@ fn a_node_returning_on_its_own_answering_sigterm_with_an_error_or_outliving_its_
                 "erring" => |n| Box::pin(errs_on_sigterm(n)),
                 _ => |n| Box::pin(ignores_sigterm(n)),
             };
-            system.add(Service::new("svc", entry).grace(Duration::from_secs(5)));
+            system.add(ServiceSpec::new("svc", entry).grace(Duration::from_secs(5)));
             system.start().await?;
             // "early" returns at 1 s by itself; the others get SIGTERM at 0.5 s.
             tokio::time::sleep(Duration::from_millis(if name == "early" { 2000 } else { 500 })).await;
@@ -283,13 +284,13 @@ fn a_restart_makes_a_new_incarnation_and_the_old_host_handle_is_dead() {
         .run(|ctx: Ctx| async move {
             let system = System::new(&ctx);
             let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<sim::net::Host>();
-            system.add(Service::new("hello", move |node: NodeCtx| {
+            system.add(ServiceSpec::new("hello", move |node: NodeCtx| {
                 let _ = tx.send(node.host().clone());
                 hello(node)
             }));
             system.start().await?;
             let old = rx.recv().await.ok_or_else(|| Failure::correctness("node-test", "no host"))?;
-            system.apply(Lifecycle::Restart("hello-0".into(), false)).await?;
+            system.apply(Lifecycle::Restart { node: "hello-0".into(), how: Restart::Crash }).await?;
             let new = rx.recv().await.ok_or_else(|| Failure::correctness("node-test", "no host"))?;
             check(
                 old.incarnation() == Some(1) && new.incarnation() == Some(2),
@@ -314,9 +315,9 @@ fn a_rollout_replaces_each_replica_with_the_new_version() {
         .seeds(0..8)
         .run(|ctx: Ctx| async move {
             let system = System::new(&ctx);
-            system.add(Service::new("hello", hello).version("v2", hello).replicas(3..=3));
+            system.add(ServiceSpec::new("hello", hello).version("v2", hello).replicas(3..=3));
             system.start().await?;
-            system.rollout("hello", Some("v2")).await?;
+            system.rollout("hello", &Version::named("v2")).await?;
             for _ in 0..6 {
                 let body = get(&ctx, "client", "http://hello:8080/")
                     .await
@@ -337,7 +338,7 @@ fn a_rollout_replaces_each_replica_with_the_new_version() {
 fn the_swarm_draws_a_lifecycle_schedule() {
     let report = Simulation::new("node_schedule").seeds(0..16).run(|ctx: Ctx| async move {
         let system = System::new(&ctx);
-        system.add(Service::new("hello", hello).version("v2", hello).replicas(1..=3).grace(Duration::from_secs(2)));
+        system.add(ServiceSpec::new("hello", hello).version("v2", hello).replicas(1..=3).grace(Duration::from_secs(2)));
         system.start().await?;
         let plan = system.schedule_lifecycle(Duration::from_secs(1)..Duration::from_secs(20));
         ctx.record("plan", "system", format!("{} events", plan.len()));
@@ -379,7 +380,7 @@ fn a_node_that_stops_without_draining_fails_the_drain_oracle() {
         let system = System::new(&ctx);
         let received = std::sync::Arc::new(tokio::sync::Notify::new());
         let notify = received.clone();
-        system.add(Service::new("svc", move |node| impatient(node, notify.clone())));
+        system.add(ServiceSpec::new("svc", move |node| impatient(node, notify.clone())));
         system.start().await?;
         let system2 = system.clone();
         tokio::spawn(async move {
@@ -412,13 +413,13 @@ fn a_crash_while_a_node_starts_is_a_lifecycle_event_not_a_readiness_failure() {
         .seeds(0..8)
         .run(|ctx: Ctx| async move {
             let system = System::new(&ctx);
-            system.add(Service::new("web", |n| hello_slow_ready(n, Duration::from_secs(2))));
+            system.add(ServiceSpec::new("web", |n| hello_slow_ready(n, Duration::from_secs(2))));
             system.start().await?;
             let t = ctx.elapsed();
-            system.at(t + Duration::from_secs(1), Lifecycle::Crash("web-0".into(), None));
-            system.at(t + Duration::from_secs(2), Lifecycle::Start("web-0".into()));
-            system.at(t + Duration::from_secs(3), Lifecycle::Crash("web-0".into(), None));
-            system.at(t + Duration::from_secs(5), Lifecycle::Start("web-0".into()));
+            system.at(t + Duration::from_secs(1), Lifecycle::Crash { node: "web-0".into(), mode: CrashMode::Seeded });
+            system.at(t + Duration::from_secs(2), Lifecycle::Start { node: "web-0".into() });
+            system.at(t + Duration::from_secs(3), Lifecycle::Crash { node: "web-0".into(), mode: CrashMode::Seeded });
+            system.at(t + Duration::from_secs(5), Lifecycle::Start { node: "web-0".into() });
             tokio::time::sleep(Duration::from_secs(10)).await;
             check(system.running() == ["web-0"], "the last start took")?;
             system.stop().await
@@ -430,12 +431,18 @@ fn a_crash_while_a_node_starts_is_a_lifecycle_event_not_a_readiness_failure() {
         .run(|ctx: Ctx| async move {
             let system = System::new(&ctx);
             let slow = |n| hello_slow_ready(n, Duration::from_secs(1));
-            system.add(Service::new("web", slow).version("v2", slow).replicas(2..=2).grace(Duration::from_secs(5)));
+            system.add(ServiceSpec::new("web", slow).version("v2", slow).replicas(2..=2).grace(Duration::from_secs(5)));
             system.start().await?;
             let t = ctx.elapsed();
-            system.at(t + Duration::from_secs(1), Lifecycle::Rollout("web".into(), Some("v2".into())));
-            system.at(t + Duration::from_millis(1500), Lifecycle::Crash("web-0".into(), Some(CrashMode::Reset)));
-            system.at(t + Duration::from_millis(1600), Lifecycle::Start("web-0".into()));
+            system.at(
+                t + Duration::from_secs(1),
+                Lifecycle::Rollout { service: "web".into(), version: Version::named("v2") },
+            );
+            system.at(
+                t + Duration::from_millis(1500),
+                Lifecycle::Crash { node: "web-0".into(), mode: CrashMode::Fixed(Ending::Reset) },
+            );
+            system.at(t + Duration::from_millis(1600), Lifecycle::Start { node: "web-0".into() });
             tokio::time::sleep(Duration::from_secs(10)).await;
             system.heal().await?;
             system.stop().await
@@ -450,7 +457,7 @@ fn the_swarm_drawn_lifecycle_with_slow_readiness_passes_on_a_correct_service() {
         .run(|ctx: Ctx| async move {
             let system = System::new(&ctx);
             let slow = |n| hello_slow_ready(n, Duration::from_secs(2));
-            system.add(Service::new("web", slow).version("v2", slow).replicas(1..=3).grace(Duration::from_secs(5)));
+            system.add(ServiceSpec::new("web", slow).version("v2", slow).replicas(1..=3).grace(Duration::from_secs(5)));
             system.start().await?;
             let t = ctx.elapsed();
             system.schedule_lifecycle(t + Duration::from_secs(1)..t + Duration::from_secs(20));
@@ -469,7 +476,7 @@ fn a_node_never_ready_fails_readiness_when_its_timeout_has_passed() {
     }
     let report = Simulation::new("node_never_ready").seeds(0..1).confirm(0).run(|ctx: Ctx| async move {
         let system = System::new(&ctx);
-        system.add(Service::new("w", never_ready).ready_timeout(Duration::from_secs(5)));
+        system.add(ServiceSpec::new("w", never_ready).ready_timeout(Duration::from_secs(5)));
         system.start().await
     });
     let failure = report.first_failure().and_then(|o| o.failure.clone()).expect("caught");
@@ -488,7 +495,7 @@ async fn fails_at_one_second(node: NodeCtx) -> Result<(), BoxError> {
 fn a_node_failing_on_its_own_as_the_body_returns_still_fails_the_exit_cause_oracle() {
     let report = Simulation::new("exit_race_end").seeds(0..8).confirm(0).run(|ctx: Ctx| async move {
         let system = System::new(&ctx);
-        system.add(Service::new("w", fails_at_one_second));
+        system.add(ServiceSpec::new("w", fails_at_one_second));
         system.start().await?;
         tokio::time::sleep(Duration::from_secs(1)).await;
         Ok(())
@@ -506,7 +513,7 @@ fn a_node_failing_on_its_own_as_the_body_returns_still_fails_the_exit_cause_orac
 fn a_node_failing_at_the_instant_of_its_sigterm_is_not_said_to_have_answered_it() {
     let report = Simulation::new("exit_race_stop").seeds(0..8).confirm(0).run(|ctx: Ctx| async move {
         let system = System::new(&ctx);
-        system.add(Service::new("w", fails_at_one_second));
+        system.add(ServiceSpec::new("w", fails_at_one_second));
         system.start().await?;
         tokio::time::sleep(Duration::from_secs(1)).await;
         system.stop().await
@@ -526,17 +533,20 @@ fn lifecycle_events_naming_an_unknown_node_service_or_version_are_errors() {
         .seeds(0..2)
         .run(|ctx: Ctx| async move {
             let system = System::new(&ctx);
-            system.add(Service::new("web", hello).version("v2", hello));
+            system.add(ServiceSpec::new("web", hello).version("v2", hello));
             system.start().await?;
             for (event, expected) in [
-                (Lifecycle::Rollout("web".into(), Some("V2-typo".into())), "no version \"V2-typo\""),
-                (Lifecycle::Rollout("nope".into(), None), "no service \"nope\""),
-                (Lifecycle::Crash("nope-0".into(), None), "no node \"nope-0\""),
-                (Lifecycle::Start("web-9".into()), "no node \"web-9\""),
-                (Lifecycle::Sigterm("web".into()), "no node \"web\""),
-                (Lifecycle::SigkillAfter("x".into(), Duration::from_secs(1)), "no node \"x\""),
-                (Lifecycle::Restart("x".into(), true), "no node \"x\""),
-                (Lifecycle::Partition("x".into(), Duration::from_secs(1)), "no node \"x\""),
+                (
+                    Lifecycle::Rollout { service: "web".into(), version: Version::named("V2-typo") },
+                    "no version \"V2-typo\"",
+                ),
+                (Lifecycle::Rollout { service: "nope".into(), version: Version::Same }, "no service \"nope\""),
+                (Lifecycle::Crash { node: "nope-0".into(), mode: CrashMode::Seeded }, "no node \"nope-0\""),
+                (Lifecycle::Start { node: "web-9".into() }, "no node \"web-9\""),
+                (Lifecycle::Sigterm { node: "web".into() }, "no node \"web\""),
+                (Lifecycle::SigkillAfter { node: "x".into(), grace: Duration::from_secs(1) }, "no node \"x\""),
+                (Lifecycle::Restart { node: "x".into(), how: Restart::Graceful }, "no node \"x\""),
+                (Lifecycle::Partition { node: "x".into(), lasting: Duration::from_secs(1) }, "no node \"x\""),
             ] {
                 let label = format!("{event:?}");
                 let result = system.apply(event).await;
@@ -546,7 +556,7 @@ fn lifecycle_events_naming_an_unknown_node_service_or_version_are_errors() {
             }
             check(system.exits().is_empty(), format!("nothing was restarted: {:?}", system.exits()))?;
             check(
-                system.sigterm("nope-0").is_err() && system.crash("nope-0", None).await.is_err(),
+                system.sigterm("nope-0").is_err() && system.crash("nope-0", CrashMode::Seeded).await.is_err(),
                 "direct calls too",
             )?;
             system.stop().await
@@ -555,9 +565,9 @@ fn lifecycle_events_naming_an_unknown_node_service_or_version_are_errors() {
     // Scheduled with `at`, the error fails the run when the event is due.
     let report = Simulation::new("lifecycle_typo_at").seeds(0..1).confirm(0).run(|ctx: Ctx| async move {
         let system = System::new(&ctx);
-        system.add(Service::new("web", hello));
+        system.add(ServiceSpec::new("web", hello));
         system.start().await?;
-        system.at(Duration::from_secs(1), Lifecycle::Rollout("web".into(), Some("v3".into())));
+        system.at(Duration::from_secs(1), Lifecycle::Rollout { service: "web".into(), version: Version::named("v3") });
         tokio::time::sleep(Duration::from_secs(2)).await;
         system.stop().await
     });
@@ -583,8 +593,8 @@ fn a_job_needs_no_readiness_and_a_failed_job_fails_the_run() {
         .seeds(0..2)
         .run(|ctx: Ctx| async move {
             let system = System::new(&ctx);
-            system.add(Service::new("quick", quick_job).finite());
-            system.add(Service::new("slow", slow_job).finite().ready_timeout(Duration::from_secs(1)));
+            system.add(ServiceSpec::new("quick", quick_job).finite());
+            system.add(ServiceSpec::new("slow", slow_job).finite().ready_timeout(Duration::from_secs(1)));
             system.start().await?;
             tokio::time::sleep(Duration::from_secs(61)).await;
             let causes: Vec<ExitCause> = system.exits().into_iter().map(|e| e.cause).collect();
@@ -594,7 +604,7 @@ fn a_job_needs_no_readiness_and_a_failed_job_fails_the_run() {
         .assert_passed();
     let report = Simulation::new("job_fails").seeds(0..1).confirm(0).run(|ctx: Ctx| async move {
         let system = System::new(&ctx);
-        system.add(Service::new("job", failing_job).finite());
+        system.add(ServiceSpec::new("job", failing_job).finite());
         system.start().await?;
         tokio::time::sleep(Duration::from_secs(1)).await;
         Ok(())
@@ -607,7 +617,7 @@ fn a_job_needs_no_readiness_and_a_failed_job_fails_the_run() {
         .seeds(0..1)
         .run(|ctx: Ctx| async move {
             let system = System::new(&ctx);
-            system.add(Service::new("job", failing_job).finite().may_fail());
+            system.add(ServiceSpec::new("job", failing_job).finite().may_fail());
             system.start().await?;
             tokio::time::sleep(Duration::from_secs(1)).await;
             let causes: Vec<ExitCause> = system.exits().into_iter().map(|e| e.cause).collect();
@@ -630,10 +640,12 @@ fn sigkill_after_uses_its_own_duration_as_the_grace() {
             .seeds(0..2)
             .run(move |ctx: Ctx| async move {
                 let system = System::new(&ctx);
-                system.add(Service::new("s", stubborn).grace(Duration::from_secs(grace)));
+                system.add(ServiceSpec::new("s", stubborn).grace(Duration::from_secs(grace)));
                 system.start().await?;
                 let t = ctx.elapsed();
-                system.apply(Lifecycle::SigkillAfter("s-0".into(), Duration::from_secs(kill_after))).await?;
+                system
+                    .apply(Lifecycle::SigkillAfter { node: "s-0".into(), grace: Duration::from_secs(kill_after) })
+                    .await?;
                 let exits = system.exits();
                 check(exits.len() == 1 && exits[0].cause == ExitCause::Killed, format!("{exits:?}"))?;
                 let after = exits[0].at - t;
@@ -654,11 +666,15 @@ fn heal_and_stop_end_the_fault_schedule() {
         .seeds(0..4)
         .run(|ctx: Ctx| async move {
             let system = System::new(&ctx);
-            system.add(Service::new("hello", hello));
+            system.add(ServiceSpec::new("hello", hello));
             system.start().await?;
             let now = ctx.elapsed();
-            system.at(now + Duration::from_millis(100), Lifecycle::Restart("hello-0".into(), true));
-            system.at(now + Duration::from_secs(5), Lifecycle::Crash("hello-0".into(), None));
+            system.at(
+                now + Duration::from_millis(100),
+                Lifecycle::Restart { node: "hello-0".into(), how: Restart::Graceful },
+            );
+            system
+                .at(now + Duration::from_secs(5), Lifecycle::Crash { node: "hello-0".into(), mode: CrashMode::Seeded });
             tokio::time::sleep(Duration::from_millis(110)).await;
             // The restart is under way: heal waits for it, and cancels the crash.
             system.heal().await?;
@@ -668,7 +684,10 @@ fn heal_and_stop_end_the_fault_schedule() {
                 "the crash after heal happened",
             )?;
             check(system.running() == ["hello-0"], "running after heal")?;
-            system.at(ctx.elapsed() + Duration::from_millis(10), Lifecycle::Restart("hello-0".into(), true));
+            system.at(
+                ctx.elapsed() + Duration::from_millis(10),
+                Lifecycle::Restart { node: "hello-0".into(), how: Restart::Graceful },
+            );
             system.stop().await?;
             tokio::time::sleep(Duration::from_secs(1)).await;
             check(

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use sim::node::{BoxError, CrashMode, Lifecycle, NodeCtx, Service, System};
+use sim::net::Ending;
+use sim::node::{BoxError, CrashMode, Lifecycle, NodeCtx, Restart, ServiceSpec, System};
 use sim::{Class, Ctx, Failure, Simulation};
 
 fn check(ok: bool, what: impl Into<String>) -> Result<(), Failure> {
@@ -28,7 +29,7 @@ async fn get(ctx: &Ctx, from: &str, url: &str) -> Result<String, String> {
 /// Runs `service` (named `name`, one replica), sends it a request, crashes it, lets 10 s pass and
 /// ends the run, checking for zombies with `System::check_zombies` if `explicitly`, else leaving
 /// it to the end-of-run check.
-fn crash_and_end(name: &'static str, service: Service, seeds: u64, explicitly: bool) -> sim::Report {
+fn crash_and_end(name: &'static str, service: ServiceSpec, seeds: u64, explicitly: bool) -> sim::Report {
     Simulation::new(name).seeds(0..seeds).confirm(0).run(move |ctx: Ctx| {
         let service = service.clone();
         async move {
@@ -37,7 +38,7 @@ fn crash_and_end(name: &'static str, service: Service, seeds: u64, explicitly: b
             system.start().await?;
             let _ = get(&ctx, "client", &format!("http://{name}:8080/")).await;
             tokio::time::sleep(Duration::from_millis(50)).await;
-            system.crash(&format!("{name}-0"), Some(CrashMode::Reset)).await?;
+            system.crash(&format!("{name}-0"), CrashMode::Fixed(Ending::Reset)).await?;
             tokio::time::sleep(Duration::from_secs(10)).await;
             if explicitly { system.check_zombies() } else { Ok(()) }
         }
@@ -63,7 +64,7 @@ async fn joinset_tickers(node: NodeCtx) -> Result<(), BoxError> {
 
 #[test]
 fn children_a_joinset_cancels_when_its_node_crashes_are_not_zombies() {
-    crash_and_end("js", Service::new("js", joinset_tickers), 8, true).assert_passed();
+    crash_and_end("js", ServiceSpec::new("js", joinset_tickers), 8, true).assert_passed();
 }
 
 /// A destructor that spawns (a pool closing its connections asynchronously).
@@ -87,7 +88,7 @@ async fn guarded(node: NodeCtx) -> Result<(), BoxError> {
 
 #[test]
 fn a_task_a_destructor_spawns_while_a_crash_drops_the_node_is_not_a_zombie() {
-    crash_and_end("guard", Service::new("guard", guarded), 8, true).assert_passed();
+    crash_and_end("guard", ServiceSpec::new("guard", guarded), 8, true).assert_passed();
 }
 
 async fn buffered(node: NodeCtx) -> Result<(), BoxError> {
@@ -101,7 +102,7 @@ async fn buffered(node: NodeCtx) -> Result<(), BoxError> {
 
 #[test]
 fn a_tower_buffer_worker_waking_to_exit_after_a_crash_is_not_a_zombie() {
-    crash_and_end("buffer", Service::new("buffer", buffered), 8, true).assert_passed();
+    crash_and_end("buffer", ServiceSpec::new("buffer", buffered), 8, true).assert_passed();
 }
 
 /// A handler that starts background work with a plain `tokio::spawn` and never stops it.
@@ -124,7 +125,7 @@ async fn spawns_a_ticker(node: NodeCtx) -> Result<(), BoxError> {
 
 #[test]
 fn a_task_still_running_after_its_node_crashed_is_found_at_the_end_of_the_run_without_stop() {
-    let report = crash_and_end("ticker", Service::new("ticker", spawns_a_ticker), 2, false);
+    let report = crash_and_end("ticker", ServiceSpec::new("ticker", spawns_a_ticker), 2, false);
     assert_eq!(report.failures().count(), report.outcomes.len(), "every seed is caught: {report}");
     let failure = report.first_failure().and_then(|o| o.failure.clone()).expect("caught");
     assert_eq!((failure.class, failure.oracle.as_deref()), (Class::Leak, Some("zombie")), "{failure}");
@@ -155,7 +156,7 @@ async fn delayed_side_effect(node: NodeCtx) -> Result<(), BoxError> {
 
 #[test]
 fn a_task_that_wakes_after_the_crash_does_one_thing_and_returns_is_a_zombie() {
-    let report = crash_and_end("late", Service::new("late", delayed_side_effect), 2, true);
+    let report = crash_and_end("late", ServiceSpec::new("late", delayed_side_effect), 2, true);
     assert_eq!(report.failures().count(), report.outcomes.len(), "every seed is caught: {report}");
     let failure = report.first_failure().and_then(|o| o.failure.clone()).expect("caught");
     assert_eq!((failure.class, failure.oracle.as_deref()), (Class::Leak, Some("zombie")), "{failure}");
@@ -212,13 +213,13 @@ fn shared_counter(name: &str, detached: bool) -> sim::Report {
     Simulation::new(name).seeds(0..4).confirm(0).run(move |ctx: Ctx| async move {
         let counter = Arc::new(Counter { tx: OnceLock::new(), detached });
         let system = System::new(&ctx);
-        system.add(Service::new("db", move |n| counter_node(n, counter.clone())).replicas(2..=2));
+        system.add(ServiceSpec::new("db", move |n| counter_node(n, counter.clone())).replicas(2..=2));
         system.start().await?;
         for _ in 0..4 {
             let _ = get(&ctx, "client", "http://db:8080/").await;
         }
         for node in system.replicas("db") {
-            system.apply(Lifecycle::Restart(node, true)).await?;
+            system.apply(Lifecycle::Restart { node, how: Restart::Graceful }).await?;
         }
         let last = get(&ctx, "client", "http://db:8080/").await;
         check(last.as_deref() == Ok("5"), format!("the model outlived the restarts: {last:?}"))?;
@@ -266,10 +267,10 @@ async fn streaming(node: NodeCtx, drains: bool) -> Result<(), BoxError> {
 fn sigterm_mid_stream(name: &str, drains: bool) -> sim::Report {
     Simulation::new(name).seeds(0..4).confirm(0).run(move |ctx: Ctx| async move {
         let system = System::new(&ctx);
-        system.add(Service::new("s", move |n| streaming(n, drains)));
+        system.add(ServiceSpec::new("s", move |n| streaming(n, drains)));
         system.start().await?;
         // The handler answers at once; its body takes 500 ms: SIGTERM lands mid-body.
-        system.at(ctx.elapsed() + Duration::from_millis(250), Lifecycle::Sigterm("s-0".into()));
+        system.at(ctx.elapsed() + Duration::from_millis(250), Lifecycle::Sigterm { node: "s-0".into() });
         let body = get(&ctx, "client", "http://s:8080/").await;
         check(!drains || body.as_deref() == Ok("chunk0;chunk1;chunk2;chunk3;chunk4;"), format!("{body:?}"))?;
         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -303,7 +304,7 @@ fn a_crash_runs_the_nodes_destructors_a_known_difference_from_sigkill() {
             let released = Arc::new(std::sync::atomic::AtomicBool::new(false));
             let flag = released.clone();
             let system = System::new(&ctx);
-            system.add(Service::new("d", move |node: NodeCtx| {
+            system.add(ServiceSpec::new("d", move |node: NodeCtx| {
                 let guard = Release(flag.clone());
                 async move {
                     let _guard = guard;
@@ -313,7 +314,7 @@ fn a_crash_runs_the_nodes_destructors_a_known_difference_from_sigkill() {
                 }
             }));
             system.start().await?;
-            system.crash("d-0", Some(CrashMode::Vanish)).await?;
+            system.crash("d-0", CrashMode::Fixed(Ending::Vanish)).await?;
             tokio::time::sleep(Duration::from_millis(10)).await;
             check(released.load(std::sync::atomic::Ordering::SeqCst), "the destructor ran at the crash")
         })

@@ -13,7 +13,7 @@ use http_body_util::{BodyExt, Full};
 use sim::check::{self, Effects};
 use sim::nemesis::Nemesis;
 use sim::net::adapters::{Connector, ServeListener};
-use sim::node::{BoxError, Lifecycle, NodeCtx, Service, System};
+use sim::node::{BoxError, Lifecycle, NodeCtx, Restart, ServiceSpec, System};
 use sim::workload::{Budget, OpCtx, OpOutcome, Operation, Workload};
 use sim::{Ctx, Failure, Simulation};
 
@@ -25,7 +25,7 @@ struct Store {
 }
 
 /// The service's entry: production code, with its own `with_graceful_shutdown`. `store` and
-/// `dedup` come in through the closure given to `Service::new` (below).
+/// `dedup` come in through the closure given to `ServiceSpec::new` (below).
 async fn kv(node: NodeCtx, store: Arc<Mutex<Store>>, dedup: bool) -> Result<(), BoxError> {
     let listener = node.host().listen("8080")?;
     let ctx = node.sim().clone();
@@ -80,13 +80,15 @@ async fn simulation(ctx: Ctx, dedup: bool) -> Result<(), Failure> {
     let system = System::new(&ctx);
     // Shared state goes into the entry through a closure; each start calls it again.
     let replicas = system.add(
-        Service::new("kv", move |node| kv(node, store.clone(), dedup)).replicas(2..=2).grace(Duration::from_secs(5)),
+        ServiceSpec::new("kv", move |node| kv(node, store.clone(), dedup))
+            .replicas(2..=2)
+            .grace(Duration::from_secs(5)),
     );
     system.start().await?;
     // Faults on the replicas' hosts (kv-0, kv-1), not on the service's name: times are fake
     // time since the run started, as for every schedule.
     Nemesis::new(&replicas, Duration::from_secs(1)..Duration::from_secs(8)).schedule(&ctx);
-    system.at(Duration::from_secs(4), Lifecycle::Restart(replicas[1].clone(), true));
+    system.at(Duration::from_secs(4), Lifecycle::Restart { node: replicas[1].clone(), how: Restart::Graceful });
     let workload = Workload::new(()).op(Operation::new("write", 1, write).declares_effect("write"));
     let records =
         workload.run(&ctx, Budget { ops: 20, window: Duration::from_secs(8), drain: Duration::from_secs(10) }).await;

@@ -29,7 +29,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use sim::check::{self, LivenessBound, OneResponse, RequestLog};
 use sim::nemesis::Nemesis;
-use sim::node::{Service, System};
+use sim::node::{ServiceSpec, System};
 use sim::workload::{Budget, OpCtx, OpOutcome, Operation, Workload};
 use sim::{Ctx, Failure};
 
@@ -334,11 +334,11 @@ pub async fn run(ctx: Ctx, variant: Variant) -> Result<(), Failure> {
     let slow = ctx.swarm().ratio("cart.store_slow", 0.0..=0.2);
     let store = Arc::new(cart::MemoryStore::new(ctx.source("cart/store"), slow));
     let system = System::new(&ctx);
-    system.add(Service::new("identity", move |node| identity::main(node, Arc::clone(&keys))));
-    system.add(Service::new("catalog", catalog::main));
+    system.add(ServiceSpec::new("identity", move |node| identity::main(node, Arc::clone(&keys))));
+    system.add(ServiceSpec::new("catalog", catalog::main));
     let (v1, v2) = (Arc::clone(&store), Arc::clone(&store));
     system.add(
-        Service::new("cart", move |node| cart::main(node, Arc::clone(&v1), variant))
+        ServiceSpec::new("cart", move |node| cart::main(node, Arc::clone(&v1), variant))
             .version("v2", move |node| cart::main(node, Arc::clone(&v2), variant))
             .replicas(1..=3)
             .grace(Duration::from_secs(10)),

@@ -29,7 +29,7 @@ use grpcsim::calls::{CallLog, Logged, OneStatus};
 use grpcsim::checks::GoawayFirst;
 use sim::check::{self, LivenessBound};
 use sim::nemesis::Nemesis;
-use sim::node::{Service, System};
+use sim::node::{ServiceSpec, System};
 use sim::workload::{Budget, OpCtx, OpOutcome, Operation, Workload};
 use sim::{Ctx, Failure};
 use tonic::Code;
@@ -203,17 +203,17 @@ pub async fn run(ctx: Ctx, variant: Variant) -> Result<(), Failure> {
     let store = Arc::new(ledger::LedgerStore::new(&accounts));
     let views = Arc::new(service::Views::default());
     let system = System::new(&ctx);
-    system.add(Service::new("keyset", keyset::main).grace(Duration::from_secs(5)));
+    system.add(ServiceSpec::new("keyset", keyset::main).grace(Duration::from_secs(5)));
     let (v1, v2) = (Arc::clone(&store), Arc::clone(&store));
     system.add(
-        Service::new("ledger", move |node| ledger::main(node, Arc::clone(&v1), variant))
+        ServiceSpec::new("ledger", move |node| ledger::main(node, Arc::clone(&v1), variant))
             .version("v2", move |node| ledger::main(node, Arc::clone(&v2), variant))
             .replicas(2..=2)
             .grace(Duration::from_secs(10)),
     );
     let views2 = Arc::clone(&views);
     system.add(
-        Service::new("wallet", move |node| service::main(node, accounts.clone(), Arc::clone(&views2), variant))
+        ServiceSpec::new("wallet", move |node| service::main(node, accounts.clone(), Arc::clone(&views2), variant))
             .grace(Duration::from_secs(10)),
     );
     system.start().await?;
@@ -224,7 +224,10 @@ pub async fn run(ctx: Ctx, variant: Variant) -> Result<(), Failure> {
     // Rollouts of the ledger are what this walkthrough is about: the swarm may add one more.
     if ctx.swarm().flag("wallet.ledger_rollout", 0.5) {
         let at = ctx.source("wallet/ledger_rollout").duration(Duration::from_secs(2)..=window);
-        system.at(start + at, sim::node::Lifecycle::Rollout("ledger".into(), Some("v2".into())));
+        system.at(
+            start + at,
+            sim::node::Lifecycle::Rollout { service: "ledger".into(), version: sim::node::Version::named("v2") },
+        );
     }
     let mut hosts = system.replicas("ledger");
     hosts.extend(system.replicas("keyset"));
