@@ -28,13 +28,13 @@
 //!   [`OFFSET_METADATA_BYTES_MAX`] is `OFFSET_METADATA_TOO_LARGE`;
 //! - any group request to a broker that does not coordinate the group is `NOT_COORDINATOR`.
 //!
-//! The coordinator is [`Coordinator`]; the cluster it runs in is its [`Env`] (placement, faults,
+//! The coordinator is `Coordinator`; the cluster it runs in is its `Env` (placement, faults,
 //! topics, the history), so it is tested alone in `groups/tests.rs`.
 //!
 //! | module | holds |
 //! |---|---|
 //! | `state` | a group and its members; answers built from one group |
-//! | `coordinator` | [`Coordinator`], its [`Env`] and [`Handle`] |
+//! | `coordinator` | `Coordinator`, its `Env` and `Handle` |
 //! | `rebalance` | starting and completing rebalances; the group and session timers |
 //! | `join`, `sync`, `leave`, `offsets`, `describe` | the request handlers |
 

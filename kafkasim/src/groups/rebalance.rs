@@ -87,7 +87,7 @@ pub(super) fn complete_join(env: &dyn Env, group_id: &str, group: &mut Group) {
         remove_member(group, id);
         env.record("kafka.group.member", group_id, &format!("{id} removed: did not rejoin in time"));
     }
-    group.generation += 1;
+    group.generation = group.generation.checked_add(1).expect("group: generations increase without overflow");
     group.token += 1;
     group.join_not_before = None;
     if group.members.is_empty() {
@@ -103,6 +103,10 @@ pub(super) fn complete_join(env: &dyn Env, group_id: &str, group: &mut Group) {
     if !group.leader.as_ref().is_some_and(|l| group.members.contains_key(l)) {
         group.leader = group.members.keys().next().cloned();
     }
+    assert!(
+        group.leader.as_ref().is_some_and(|l| group.members.contains_key(l)),
+        "group {group_id}: a completed round's leader is one of its members"
+    );
     group.state = GroupState::CompletingRebalance;
     let now = Instant::now();
     let leader = group.leader.clone().unwrap_or_default();

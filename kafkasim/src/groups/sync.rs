@@ -120,6 +120,11 @@ fn store_assignments(
     assignments: &[sync_group_request::SyncGroupRequestAssignment],
     version: i16,
 ) {
+    assert_eq!(
+        group.state,
+        GroupState::CompletingRebalance,
+        "group {group_id}: the leader's assignment completes a round"
+    );
     let mut given: BTreeMap<String, Bytes> =
         assignments.iter().map(|a| (a.member_id.to_string(), a.assignment.clone())).collect();
     let mut stored = BTreeMap::new();

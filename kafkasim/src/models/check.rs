@@ -23,7 +23,7 @@ pub fn install(ctx: &Ctx, cluster: &Cluster, spec: &Spec) {
 /// A [`Model`] as a [`sim::check::Check`] (see the module docs).
 ///
 /// It reads the group's consumer events from the history (`kafka.consumer.*`, recorded by a
-/// [`Recorder::sim`]), and `node.crash` of a node as [`What::Crash`] of the member named like the
+/// [`Recorder::sim`](crate::models::Recorder::sim)), and `node.crash` of a node as [`What::Crash`] of the member named like the
 /// node. At the end it takes [`Facts::of`] the cluster. An unreadable `kafka.consumer.*` entry
 /// is a violation. Explained losses are recorded as `kafka.model.explained` entries.
 pub struct ModelCheck {

@@ -5,7 +5,7 @@ use std::time::Duration;
 use crate::models::event::{Event, What};
 
 /// What consumers did, in order (see the module docs). Build one by hand with
-/// [`ConsumerHistory::push`], or take one from a [`Recorder`].
+/// [`ConsumerHistory::push`], or take one from a [`Recorder`](crate::models::Recorder).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ConsumerHistory {
     pub(super) events: Vec<Event>,

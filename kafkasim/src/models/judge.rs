@@ -40,7 +40,7 @@ pub struct Report {
 }
 
 impl Report {
-    /// Whether `model` ([`Q1`] … [`Q9`]) found a violation.
+    /// Whether `model` ([`Q1`](crate::models::Q1) … [`Q9`](crate::models::Q9)) found a violation.
     pub fn fired(&self, model: &str) -> bool {
         self.violations.iter().any(|v| v.model == model)
     }

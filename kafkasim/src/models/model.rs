@@ -49,7 +49,7 @@ pub enum Cause {
     /// At-most-once: a member crashed between committing past a record and processing it.
     /// Evidence: the member's acknowledged commit past the record — or, when it died before the
     /// answer came, the coordinator's stored commit from it no later than the crash — then its
-    /// [`What::Crash`] (in a simulation, `node.crash` of the node named as the member).
+    /// [`What::Crash`](crate::models::What::Crash) (in a simulation, `node.crash` of the node named as the member).
     Crash,
     /// Retention deleted records before the group read them. Evidence: the record is below the
     /// partition's log start ([`Facts::partitions`]).
@@ -59,7 +59,7 @@ pub enum Cause {
     /// failed in that partition.
     ResetLatest,
     /// At-most-once: a record whose processing failed is lost (its commit went first). Evidence:
-    /// its [`What::Error`].
+    /// its [`What::Error`](crate::models::What::Error).
     ProcessingErrors,
 }
 

@@ -270,7 +270,7 @@ fn use_tree(tokens: &[String], i: &mut usize, mut prefix: Vec<String>, out: &mut
                 if tokens.get(*i).is_some_and(|n| n == "as") {
                     *i += 2;
                 }
-                if !tokens.get(*i).is_some_and(|n| n == "::") {
+                if tokens.get(*i).is_none_or(|n| n != "::") {
                     out.push(prefix);
                     return;
                 }
@@ -302,7 +302,7 @@ fn absolute(
         }
         _ => return None,
     };
-    let mut rest = &p[..];
+    let mut rest = p;
     if first == "crate" || first == "self" {
         rest = &p[1..];
     }
