@@ -8,12 +8,11 @@
 //! are served normally, as a broker does); the other actions act on the whole request and its
 //! connection.
 //!
-//! Installing returns a `#[must_use]` [`FaultGuard`]: dropping it removes the fault;
-//! [`FaultGuard::forever`] keeps it. [`crate::Cluster::fault_between`] installs one at a fake
-//! time and removes it at another, as harness events.
+//! A fault is a [`sim::fault::Fault`] on the [`crate::Cluster`]: [`crate::Cluster::install`]
+//! returns a `#[must_use]` [`sim::fault::FaultGuard`] (dropping it removes the fault), and
+//! [`crate::Cluster::at`] schedules one at a fake time with [`sim::fault::Scheduled`].
 
 use std::collections::BTreeMap;
-use std::sync::Weak;
 use std::time::Duration;
 
 use kafka_protocol::ResponseError;
@@ -189,36 +188,5 @@ impl FaultSet {
             FaultAction::Error(e) if f.selects(api, broker, &part) => Some(e.code()),
             _ => None,
         })
-    }
-}
-
-/// An installed fault; dropping it removes the fault.
-#[must_use = "dropping the guard removes the fault at once; call .forever() to keep it"]
-pub struct FaultGuard {
-    pub(crate) cluster: Weak<crate::broker::Inner>,
-    pub(crate) id: Option<u64>,
-}
-
-impl std::fmt::Debug for FaultGuard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FaultGuard").field("id", &self.id).finish()
-    }
-}
-
-impl FaultGuard {
-    /// Keeps the fault for the cluster's lifetime.
-    pub fn forever(mut self) {
-        self.id = None;
-    }
-
-    /// Removes the fault now.
-    pub fn release(self) {}
-}
-
-impl Drop for FaultGuard {
-    fn drop(&mut self) {
-        if let (Some(id), Some(inner)) = (self.id.take(), self.cluster.upgrade()) {
-            crate::broker::Cluster { inner }.remove_fault(id);
-        }
     }
 }

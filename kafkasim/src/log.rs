@@ -164,6 +164,11 @@ impl PartitionLog {
         bytes[BASE_OFFSET].copy_from_slice(&base.to_be_bytes());
         bytes[LEADER_EPOCH].copy_from_slice(&leader_epoch.to_be_bytes());
         let count = i64::from(batch.info.record_count);
+        assert!(count >= 1, "log: a batch holds at least one record (validate_batch checks)");
+        assert!(
+            self.batches.back().is_none_or(|b| b.last_offset < base),
+            "log: batch offsets increase (the last batch ends before the log end offset)"
+        );
         self.batches.push_back(StoredBatch {
             base_offset: base,
             last_offset: base + count - 1,
@@ -176,9 +181,15 @@ impl PartitionLog {
         self.log_end = base + count;
         while self.bytes > bytes_max && self.batches.len() > 1 {
             let dropped = self.batches.pop_front().expect("more than one batch");
-            self.bytes -= dropped.bytes.len();
+            self.bytes = self.bytes.checked_sub(dropped.bytes.len()).expect("log: bytes held count every batch");
             self.log_start = dropped.last_offset + 1;
         }
+        assert!(
+            self.log_start <= self.log_end,
+            "log: log start {} <= log end offset (high watermark) {}",
+            self.log_start,
+            self.log_end
+        );
         base
     }
 

@@ -293,19 +293,21 @@ async fn scenario(ctx: Ctx, bugs: Bugs) -> Result<History, Failure> {
     let cluster = Cluster::builder().brokers(3).build();
     cluster.serve_sim(&ctx)?;
     cluster.create_topic(TOPIC, PARTITIONS).map_err(|e| fail(format!("{e:?}")))?;
-    cluster.fault_between(
-        &ctx,
-        Duration::from_millis(1_000),
-        Some(Duration::from_millis(1_600)),
-        Fault::new(ApiKey::Produce, FaultAction::ApplyThenDrop).topic(TOPIC).partition(0),
-    );
-    cluster.fault_between(
-        &ctx,
-        Duration::from_millis(500),
-        Some(Duration::from_millis(900)),
-        Fault::new(ApiKey::Produce, FaultAction::Error(E::NotEnoughReplicas)).topic(TOPIC).partition(1),
-    );
-    cluster.at(&ctx, Duration::from_millis(2_500), Control::BrokerDown(leader(&cluster, 1)));
+    cluster
+        .at(
+            &ctx,
+            Duration::from_millis(1_000),
+            Fault::new(ApiKey::Produce, FaultAction::ApplyThenDrop).topic(TOPIC).partition(0),
+        )
+        .until(Duration::from_millis(1_600));
+    cluster
+        .at(
+            &ctx,
+            Duration::from_millis(500),
+            Fault::new(ApiKey::Produce, FaultAction::Error(E::NotEnoughReplicas)).topic(TOPIC).partition(1),
+        )
+        .until(Duration::from_millis(900));
+    cluster.at(&ctx, Duration::from_millis(2_500), Control::BrokerDown(leader(&cluster, 1))).forever();
 
     let recorder = Recorder::of(&ctx);
     let (done_tx, done_rx) = tokio::sync::watch::channel(false);

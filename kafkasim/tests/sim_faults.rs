@@ -44,13 +44,10 @@ async fn scenario(ctx: Ctx) -> Result<(), Failure> {
     cluster.serve_sim(&ctx)?;
     cluster.create_topic("t", 1).map_err(fail)?;
     let leader = cluster.partition("t", 0).map(|p| p.leader).unwrap_or(-1);
-    cluster.fault_between(
-        &ctx,
-        Duration::from_secs(1),
-        Some(Duration::from_secs(2)),
-        Fault::new(ApiKey::OffsetCommit, FaultAction::ApplyThenDrop).group("g"),
-    );
-    cluster.at(&ctx, Duration::from_secs(3), Control::BrokerDown(leader));
+    cluster
+        .at(&ctx, Duration::from_secs(1), Fault::new(ApiKey::OffsetCommit, FaultAction::ApplyThenDrop).group("g"))
+        .until(Duration::from_secs(2));
+    cluster.at(&ctx, Duration::from_secs(3), Control::BrokerDown(leader)).forever();
     let host = ctx.net().host("app");
 
     let mut admin = Client::new(host.dial("kafka-0:9092").await?, "app");

@@ -12,7 +12,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use crate::models::event::{Answer, Event, TopicPartition, What};
-use crate::models::{Facts, Model, Q4, Semantics, Spec, Violation};
+use crate::models::facts::Facts;
+use crate::models::model::{Model, Q4, Semantics, Spec, Violation};
 
 /// Q4 (see the module docs).
 #[derive(Debug)]

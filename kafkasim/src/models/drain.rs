@@ -23,8 +23,9 @@ use std::time::Duration;
 
 use crate::models::event::{Answer, Event, TopicPartition, What, ranges};
 use crate::models::facts::DepartureCause;
+use crate::models::facts::Facts;
 use crate::models::holds::Holds;
-use crate::models::{Facts, Model, Q8, Spec, Violation};
+use crate::models::model::{Model, Q8, Spec, Violation};
 
 #[derive(Debug, Default)]
 struct Member {
@@ -62,6 +63,50 @@ impl ShutdownDrains {
             drained: Vec::new(),
         }
     }
+}
+
+/// A member left: in-flight work and unfinished commits since its stop are violations.
+fn on_leave(drained: &mut Vec<(String, Duration, u64)>, group: &str, m: &mut Member, e: &Event) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let stop = m.stop.take();
+    let owed = std::mem::take(&mut m.owed);
+    let in_flight = std::mem::take(&mut m.in_flight);
+    let gaps: Vec<(TopicPartition, i64, Option<i64>)> = owed
+        .iter()
+        .filter_map(|tp| {
+            let processed = *m.processed.get(tp)?;
+            let committed = m.committed.get(tp).copied();
+            (committed.is_none_or(|c| c <= processed)).then(|| (tp.clone(), processed, committed))
+        })
+        .collect();
+    m.left = Some((e.seq, e.at));
+    if let Some((stop_seq, stop_at)) = stop {
+        drained.push((e.member.clone(), stop_at, e.seq));
+        for ((tp, offset), seq) in in_flight {
+            let v = violation(
+                group,
+                e,
+                format!(
+                    "left while processing {offset} (begun #{seq}) had not finished: in-flight work \
+                         abandoned at shutdown (stop #{stop_seq})"
+                ),
+            );
+            out.push(v.partition(&tp).offsets([offset]));
+        }
+        for (tp, processed, committed) in gaps {
+            let committed = committed.map_or_else(|| "none".to_string(), |c| c.to_string());
+            let v = violation(
+                group,
+                e,
+                format!(
+                    "left having processed up to {processed} but with its last accepted commit at \
+                         {committed}: shutdown did not commit what it processed (stop #{stop_seq})"
+                ),
+            );
+            out.push(v.partition(&tp).offsets([processed]));
+        }
+    }
+    out
 }
 
 fn violation(group: &str, e: &Event, message: String) -> Violation {
@@ -127,46 +172,7 @@ impl Model for ShutdownDrains {
                     m.owed = held;
                 }
             }
-            What::Leave => {
-                let stop = m.stop.take();
-                let owed = std::mem::take(&mut m.owed);
-                let in_flight = std::mem::take(&mut m.in_flight);
-                let gaps: Vec<(TopicPartition, i64, Option<i64>)> = owed
-                    .iter()
-                    .filter_map(|tp| {
-                        let processed = *m.processed.get(tp)?;
-                        let committed = m.committed.get(tp).copied();
-                        (committed.is_none_or(|c| c <= processed)).then(|| (tp.clone(), processed, committed))
-                    })
-                    .collect();
-                m.left = Some((e.seq, e.at));
-                if let Some((stop_seq, stop_at)) = stop {
-                    self.drained.push((e.member.clone(), stop_at, e.seq));
-                    for ((tp, offset), seq) in in_flight {
-                        let v = violation(
-                            group,
-                            e,
-                            format!(
-                                "left while processing {offset} (begun #{seq}) had not finished: in-flight work \
-                                 abandoned at shutdown (stop #{stop_seq})"
-                            ),
-                        );
-                        out.push(v.partition(&tp).offsets([offset]));
-                    }
-                    for (tp, processed, committed) in gaps {
-                        let committed = committed.map_or_else(|| "none".to_string(), |c| c.to_string());
-                        let v = violation(
-                            group,
-                            e,
-                            format!(
-                                "left having processed up to {processed} but with its last accepted commit at \
-                                 {committed}: shutdown did not commit what it processed (stop #{stop_seq})"
-                            ),
-                        );
-                        out.push(v.partition(&tp).offsets([processed]));
-                    }
-                }
-            }
+            What::Leave => out.extend(on_leave(&mut self.drained, group, m, e)),
             What::Crash => {
                 *m = Member::default();
             }

@@ -11,7 +11,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::models::event::{Event, TopicPartition, What};
-use crate::models::{Facts, Model, Q3, Semantics, Spec, Violation};
+use crate::models::facts::Facts;
+use crate::models::model::{Model, Q3, Semantics, Spec, Violation};
 
 /// Q3 (see the module docs).
 #[derive(Debug)]

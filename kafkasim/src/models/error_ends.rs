@@ -15,8 +15,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use crate::models::event::{Event, TopicPartition, What};
+use crate::models::facts::Facts;
 use crate::models::holds::Holds;
-use crate::models::{Facts, Model, Q7, Semantics, Spec, Violation};
+use crate::models::model::{Model, Q7, Semantics, Spec, Violation};
 
 #[derive(Debug)]
 struct Failure {

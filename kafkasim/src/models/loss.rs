@@ -22,7 +22,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use crate::models::event::{Answer, Event, TopicPartition, What};
-use crate::models::{Cause, Explained, Facts, Model, OFFSETS_WALKED_MAX, Q5, Semantics, Spec, Violation};
+use crate::models::facts::Facts;
+use crate::models::model::{Cause, Explained, Model, OFFSETS_WALKED_MAX, Q5, Semantics, Spec, Violation};
 
 /// Q5 (see the module docs).
 #[derive(Debug)]

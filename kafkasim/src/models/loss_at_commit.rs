@@ -20,7 +20,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::models::event::{Answer, Event, TopicPartition, What};
-use crate::models::{Cause, Facts, Model, OFFSETS_WALKED_MAX, Q1, Semantics, Spec, Violation};
+use crate::models::facts::Facts;
+use crate::models::model::{Cause, Model, OFFSETS_WALKED_MAX, Q1, Semantics, Spec, Violation};
 
 /// A commit to judge: whose, which offset, and where judging starts.
 #[derive(Debug)]

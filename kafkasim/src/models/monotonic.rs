@@ -25,8 +25,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::models::event::{Answer, Event, TopicPartition, What};
+use crate::models::facts::Facts;
 use crate::models::holds::Holds;
-use crate::models::{Facts, Model, Q2, Spec, Violation};
+use crate::models::model::{Model, Q2, Spec, Violation};
 
 /// Q2 (see the module docs).
 #[derive(Debug)]

@@ -17,8 +17,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::models::event::{Event, TopicPartition, What};
+use crate::models::facts::Facts;
 use crate::models::holds::Holds;
-use crate::models::{Facts, Model, Q6, Spec, Violation};
+use crate::models::model::{Model, Q6, Spec, Violation};
 
 /// Q6 (see the module docs).
 #[derive(Debug)]

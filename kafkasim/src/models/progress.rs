@@ -18,7 +18,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use crate::models::event::{Answer, Event, TopicPartition, What};
-use crate::models::{Cause, Facts, Model, ProgressBound, Q9, Spec, Violation};
+use crate::models::facts::Facts;
+use crate::models::model::{Cause, Model, Q9, Spec, Violation};
+use crate::models::settings::ProgressBound;
 
 #[derive(Debug)]
 struct Heal {

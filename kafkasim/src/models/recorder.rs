@@ -18,70 +18,15 @@
 
 use std::fmt;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use sim::Ctx;
 
 use crate::Cluster;
 use crate::models::event::{Answer, Event, TopicPartition, What};
 use crate::models::facts::Facts;
-use crate::models::{Report, Spec, judge};
-
-/// What consumers did, in order (see the module docs). Build one by hand with
-/// [`ConsumerHistory::push`], or take one from a [`Recorder`].
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ConsumerHistory {
-    events: Vec<Event>,
-    end: Duration,
-    dropped: u64,
-}
-
-impl ConsumerHistory {
-    /// Events kept; beyond, events are counted as dropped and the history cannot be judged.
-    pub const EVENTS_MAX: usize = 1_000_000;
-
-    /// An empty history.
-    pub fn new() -> ConsumerHistory {
-        ConsumerHistory::default()
-    }
-
-    /// Appends an event at `at` (cluster clock); its `seq` is its position. Returns it.
-    pub fn push(&mut self, at: Duration, group: &str, member: &str, what: What) -> &Event {
-        let seq = self.events.len() as u64 + self.dropped;
-        self.push_event(Event { seq, at, group: group.to_string(), member: member.to_string(), what });
-        self.events.last().expect("just pushed")
-    }
-
-    fn push_event(&mut self, event: Event) {
-        self.end = self.end.max(event.at);
-        if self.events.len() >= Self::EVENTS_MAX {
-            self.dropped += 1;
-            return;
-        }
-        self.events.push(event);
-    }
-
-    /// Says the history goes on until `end` (at least its last event): when it was taken.
-    pub fn ends_at(mut self, end: Duration) -> ConsumerHistory {
-        self.end = self.end.max(end);
-        self
-    }
-
-    /// The events, in order.
-    pub fn events(&self) -> &[Event] {
-        &self.events
-    }
-
-    /// When the history ends: when it was taken, or its last event.
-    pub fn end(&self) -> Duration {
-        self.end
-    }
-
-    /// Events not kept (beyond [`ConsumerHistory::EVENTS_MAX`]).
-    pub fn dropped(&self) -> u64 {
-        self.dropped
-    }
-}
+use crate::models::history::ConsumerHistory;
+use crate::models::judge::{Report, judge};
+use crate::models::model::Spec;
 
 /// Records consumer events (see the module docs). Cheap to clone; clones share the history.
 #[derive(Clone)]

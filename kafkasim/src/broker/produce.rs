@@ -1,0 +1,152 @@
+//! Produce (appends, idempotent sequences, acks=0) and InitProducerId.
+
+use kafka_protocol::ResponseError as E;
+use kafka_protocol::messages::*;
+
+use super::cluster::{Cluster, State};
+use super::conn::Outcome;
+use crate::codec::ResponseBody;
+use crate::faults::Part;
+use crate::log::validate_batch;
+use crate::producer_ids::SequenceCheck;
+
+impl Cluster {
+    /// Produce. With acks=0 nothing is answered, and a request with any partition error closes
+    /// the connection instead, so the producer notices and refreshes its metadata (Apache Kafka's
+    /// `KafkaApis.handleProduceRequest`; measured against Kafka 4.2 by fidelity's differential
+    pub(super) fn produce(&self, broker: i32, version: i16, req: &ProduceRequest) -> Outcome {
+        let acks_ok = matches!(req.acks, -1..=1);
+        let mut appended = Vec::new();
+        let responses = {
+            let mut st = self.lock();
+            let st = &mut *st;
+            req.topic_data
+                .iter()
+                .map(|t| {
+                    let name = t.name.0.to_string();
+                    let partitions = t
+                        .partition_data
+                        .iter()
+                        .map(|p| {
+                            let result = if !acks_ok {
+                                Err(E::InvalidRequiredAcks.code())
+                            } else if req.transactional_id.is_some() {
+                                Err(E::TransactionalIdAuthorizationFailed.code())
+                            } else {
+                                self.append(st, broker, &name, p).inspect(|(base, last)| {
+                                    if *last >= *base {
+                                        appended.push(format!("{name}-{} {base}..={last}", p.index));
+                                    }
+                                })
+                            };
+                            let log_start = st
+                                .topics
+                                .get(&name)
+                                .and_then(|t| t.partitions.get(p.index as usize))
+                                .map_or(-1, |p| p.log.log_start());
+                            let mut r = produce_response::PartitionProduceResponse::default()
+                                .with_index(p.index)
+                                .with_log_append_time_ms(-1);
+                            r = match result {
+                                Ok((base, _)) => r.with_base_offset(base),
+                                Err(code) => r.with_error_code(code).with_base_offset(-1),
+                            };
+                            if version >= 5 {
+                                r = r.with_log_start_offset(log_start);
+                            }
+                            r
+                        })
+                        .collect();
+                    produce_response::TopicProduceResponse::default()
+                        .with_name(t.name.clone())
+                        .with_partition_responses(partitions)
+                })
+                .collect()
+        };
+        if !appended.is_empty() {
+            self.inner.log_changed.send_modify(|v| *v += 1);
+            self.record("kafka.produce", &format!("broker-{broker}"), appended.join(", "));
+        }
+        if req.acks != 0 {
+            return Outcome::Reply(ResponseBody::Produce(ProduceResponse::default().with_responses(responses)));
+        }
+        let failed: Vec<String> = responses
+            .iter()
+            .flat_map(|t| {
+                t.partition_responses
+                    .iter()
+                    .filter(|p| p.error_code != 0)
+                    .map(move |p| format!("{}-{}: error {}", t.name.0.as_str(), p.index, p.error_code))
+            })
+            .collect();
+        if failed.is_empty() {
+            Outcome::NoReply
+        } else {
+            Outcome::Close(format!("acks=0 produce failed: {}", failed.join(", ")))
+        }
+    }
+
+    /// Appends one partition's batch; `(base, last)` offsets (a duplicate gives its original
+    /// base and `last < base`), or the error code.
+    fn append(
+        &self,
+        st: &mut State,
+        broker: i32,
+        topic: &str,
+        p: &produce_request::PartitionProduceData,
+    ) -> Result<(i64, i64), i16> {
+        let part = Part { topic: Some(topic), partition: Some(p.index), group: None };
+        let Some(t) = st.topics.get_mut(topic) else {
+            return Err(E::UnknownTopicOrPartition.code());
+        };
+        let Some(partition) = usize::try_from(p.index).ok().and_then(|i| t.partitions.get_mut(i)) else {
+            return Err(E::UnknownTopicOrPartition.code());
+        };
+        if partition.leader != broker {
+            return Err(E::NotLeaderOrFollower.code());
+        }
+        if let Some(code) = st.faults.error_for(ApiKey::Produce, broker, part) {
+            return Err(code);
+        }
+        let records = p.records.clone().unwrap_or_default();
+        let batch = validate_batch(&records, self.inner.config.message_bytes_max).map_err(|e| e.code())?;
+        let producer = (batch.info.producer_id, batch.info.producer_epoch);
+        let seq = (batch.info.base_sequence, batch.last_sequence());
+        match st.producers.check(producer, topic, p.index, seq.0, seq.1) {
+            SequenceCheck::Refuse(code) => Err(code),
+            SequenceCheck::Duplicate(base) => Ok((base, base - 1)),
+            SequenceCheck::Append => {
+                let t = st.topics.get_mut(topic).expect("checked above");
+                let partition = &mut t.partitions[p.index as usize];
+                let base = partition.log.append(&batch, partition.leader_epoch, self.inner.config.partition_bytes_max);
+                st.producers.appended(producer, topic, p.index, seq, base);
+                Ok((base, base + i64::from(batch.info.record_count) - 1))
+            }
+        }
+    }
+
+    pub(super) fn init_producer_id(&self, broker: i32, req: &InitProducerIdRequest) -> InitProducerIdResponse {
+        let mut st = self.lock();
+        let r = InitProducerIdResponse::default().with_producer_id(ProducerId(-1)).with_producer_epoch(-1);
+        if let Some(code) = st.faults.error_for(ApiKey::InitProducerId, broker, Part::default()) {
+            return r.with_error_code(code);
+        }
+        if req.transactional_id.as_ref().is_some_and(|t| t.is_empty()) {
+            // Kafka's transaction coordinator refuses an empty transactional id.
+            return r.with_error_code(E::InvalidRequest.code());
+        }
+        if req.transactional_id.is_some() {
+            // Transactions are not modelled yet.
+            return r.with_error_code(E::TransactionalIdAuthorizationFailed.code());
+        }
+        let existing = (req.producer_id.0 >= 0).then_some((req.producer_id.0, req.producer_epoch));
+        match st.producers.init(existing) {
+            Ok((id, epoch)) => {
+                drop(st);
+                self.record("kafka.producer.init", &format!("producer-{id}"), format!("epoch {epoch}"));
+                InitProducerIdResponse::default().with_producer_id(ProducerId(id)).with_producer_epoch(epoch)
+            }
+            Err(code) => r.with_error_code(code),
+        }
+    }
+}

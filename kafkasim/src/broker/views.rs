@@ -1,0 +1,69 @@
+//! Introspection for oracles: generations, commits, group events, groups and partitions.
+
+use super::cluster::Cluster;
+use crate::introspect::{BatchView, CommitRecord, Generation, GroupEvent, GroupView, PartitionView};
+
+impl Cluster {
+    /// The generations of `group`, oldest first.
+    pub fn generations(&self, group: &str) -> Vec<Generation> {
+        self.inner
+            .journal
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .generations
+            .get(group)
+            .map(|g| g.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Every offset commit attempt, oldest first.
+    pub fn commits(&self) -> Vec<CommitRecord> {
+        self.inner.journal.lock().unwrap_or_else(|p| p.into_inner()).commits.iter().cloned().collect()
+    }
+
+    /// The events of `group`'s coordinator, oldest first: state changes, and members leaving
+    /// (LeaveGroup), expiring or being removed ([`GroupEvent`]). The same events a simulation's
+    /// history holds, kept on loopback too.
+    pub fn group_events(&self, group: &str) -> Vec<GroupEvent> {
+        let journal = self.inner.journal.lock().unwrap_or_else(|p| p.into_inner());
+        journal.group_events.iter().filter(|e| e.group == group).cloned().collect()
+    }
+
+    /// `group`'s current state.
+    pub fn group(&self, group: &str) -> Option<GroupView> {
+        let st = self.lock();
+        st.groups.group(group).map(|g| g.view(self.coordinator_of(&st, group)))
+    }
+
+    /// The offset and metadata `group` committed for a partition.
+    pub fn committed(&self, group: &str, topic: &str, partition: i32) -> Option<(i64, String)> {
+        let st = self.lock();
+        let c = st.groups.committed(group, topic, partition)?;
+        Some((c.offset, c.metadata.clone()))
+    }
+
+    /// A partition's leader, offsets and batches.
+    pub fn partition(&self, topic: &str, partition: i32) -> Option<PartitionView> {
+        let st = self.lock();
+        let p = st.topics.get(topic)?.partitions.get(usize::try_from(partition).ok()?)?;
+        Some(PartitionView {
+            topic: topic.to_string(),
+            partition,
+            leader: p.leader,
+            leader_epoch: p.leader_epoch,
+            log_start: p.log.log_start(),
+            high_watermark: p.log.high_watermark(),
+            batches: p
+                .log
+                .batches()
+                .map(|b| BatchView {
+                    base_offset: b.base_offset,
+                    last_offset: b.last_offset,
+                    producer_id: b.producer_id,
+                    base_sequence: b.base_sequence,
+                    bytes: b.bytes.len(),
+                })
+                .collect(),
+        })
+    }
+}
