@@ -32,6 +32,9 @@ use std::time::Duration;
 use sim::report::Failure;
 use sim::run::Ctx;
 
+/// The oracle of the breaker's own checks: its state changes follow its rules.
+pub const BREAKER: sim::Oracle = sim::Oracle::new("breaker");
+
 /// A breaker's state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BreakerState {
@@ -195,7 +198,7 @@ impl<B: Breaker> Checked<B> {
         let legal = if illegal.is_some() { "illegal" } else { "legal" };
         self.ctx.record("grpc.breaker", &self.name, format!("{from:?} -> {to:?} ({legal})"));
         if let Some(why) = illegal {
-            self.ctx.fail(Failure::correctness("breaker", format!("breaker {}: {from:?} -> {to:?}: {why}", self.name)));
+            self.ctx.fail(Failure::correctness(BREAKER, format!("breaker {}: {from:?} -> {to:?}: {why}", self.name)));
         }
     }
 }
@@ -209,7 +212,7 @@ impl<B: Breaker> Breaker for Checked<B> {
         if allowed && to == BreakerState::Open {
             self.ctx.record("grpc.breaker", &self.name, "let a call through while Open (illegal)");
             self.ctx.fail(Failure::correctness(
-                "breaker",
+                BREAKER,
                 format!("breaker {}: let a call through while Open: calls are refused until the cooldown", self.name),
             ));
         }

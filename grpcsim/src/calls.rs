@@ -294,6 +294,9 @@ impl OneStatus {
     }
 }
 
+/// The oracle of [`OneStatus`]: every call ends with exactly one status.
+pub const ONE_STATUS: sim::Oracle = sim::Oracle::new("one-status");
+
 impl Check for OneStatus {
     fn name(&self) -> &str {
         "one-status"

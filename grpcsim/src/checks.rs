@@ -44,6 +44,9 @@ fn port_of(detail: &str, last: bool) -> String {
     token.unwrap_or_default().to_string()
 }
 
+/// The oracle of [`GoawayFirst`]: no stream is cancelled before the server's GOAWAY.
+pub const GOAWAY_FIRST: sim::Oracle = sim::Oracle::new("goaway-first");
+
 impl Check for GoawayFirst {
     fn name(&self) -> &str {
         "goaway-first"

@@ -18,4 +18,7 @@ pub mod client;
 pub mod probe;
 pub mod server;
 
+pub use breaker::BREAKER;
+pub use calls::ONE_STATUS;
+pub use checks::GOAWAY_FIRST;
 pub use server::{Draining, Server};

@@ -89,7 +89,7 @@ fn run(name: &str, make: fn() -> Simple, outcomes: Vec<Outcome>) -> Option<Strin
     report
         .first_failure()
         .and_then(|o| o.failure.as_ref())
-        .map(|f| format!("{}: {}", f.oracle.clone().unwrap_or_default(), f.message))
+        .map(|f| format!("{}: {}", f.oracle.as_deref().unwrap_or_default(), f.message))
 }
 
 fn rollout_then_errors() -> Vec<Outcome> {

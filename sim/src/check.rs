@@ -10,7 +10,7 @@
 //!
 //! Built-in oracles:
 //! - [`idempotency`]: every idempotency key took effect at most once, and exactly once if an
-//!   operation declaring that effect ([`crate::workload::Operation::effect`]) was acknowledged
+//!   operation declaring that effect ([`crate::workload::Operation::declares_effect`]) was acknowledged
 //!   with that key; indeterminate outcomes must be resolved by a retry with the same key (effects
 //!   are recorded with [`effect`]);
 //! - [`failed_took_no_effect`] (run by [`idempotency`] too): Jepsen's rule that an operation
@@ -35,9 +35,9 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::Ctx;
 use crate::history::Entry;
 use crate::report::{Class, Failure};
+use crate::run::Ctx;
 use crate::workload::{OpOutcome, OpRecord};
 
 pub mod linearizable;
@@ -164,7 +164,7 @@ pub fn effect(ctx: &Ctx, kind: &str, key: &str, detail: impl AsRef<str>) {
 /// The idempotency oracle for effects of `kind` ([`effect`]):
 /// - **at most once**: no key took effect of `kind` more than once;
 /// - **exactly once when acknowledged**: an operation that declared `kind`
-///   ([`crate::workload::Operation::effect`]) and ended [`OpOutcome::Ok`] took exactly one effect
+///   ([`crate::workload::Operation::declares_effect`]) and ended [`OpOutcome::Ok`] took exactly one effect
 ///   of `kind` under its key. Keys whose every operation was indeterminate may have taken effect
 ///   once or not at all; operations that do not declare `kind` (reads) are not expected to take
 ///   it;
@@ -188,7 +188,7 @@ pub fn idempotency(ctx: &Ctx, records: &[OpRecord], kind: &str) -> Result<(), Fa
         if taken.len() > 1 {
             let list: Vec<String> = taken.iter().map(|(detail, at)| format!("{kind} {detail} at {at:?}")).collect();
             return Err(Failure::correctness(
-                "idempotency",
+                crate::oracle::Oracle::IDEMPOTENCY,
                 format!(
                     "key {key} took effect {} times: {} (operations: {})",
                     taken.len(),
@@ -201,7 +201,7 @@ pub fn idempotency(ctx: &Ctx, records: &[OpRecord], kind: &str) -> Result<(), Fa
     for r in records {
         if r.outcome.is_ok() && r.effects.iter().any(|k| k == kind) && effects.of_kind(&r.key, kind).is_empty() {
             return Err(Failure::correctness(
-                "idempotency",
+                crate::oracle::Oracle::IDEMPOTENCY,
                 format!(
                     "key {} was acknowledged but took no {kind} effect (operations: {})",
                     r.key,
@@ -214,7 +214,7 @@ pub fn idempotency(ctx: &Ctx, records: &[OpRecord], kind: &str) -> Result<(), Fa
 }
 
 /// Jepsen's rule "an operation reported as failed took no effect", for effects of `kind`
-/// ([`effect`]) and the operations that declare it ([`crate::workload::Operation::effect`]).
+/// ([`effect`]) and the operations that declare it ([`crate::workload::Operation::declares_effect`]).
 ///
 /// For each effect of `kind` recorded under a key that has an operation reported
 /// [`OpOutcome::Failed`], some other operation of that key must explain it: one that was
@@ -283,7 +283,7 @@ fn declared(ctx: &Ctx, records: &[OpRecord], kind: &str, oracle: &str) -> Result
     Err(Failure::correctness(
         oracle,
         format!(
-            "no operation declares the effect kind {kind:?}: declare it with Operation::effect({kind:?}) on the \
+            "no operation declares the effect kind {kind:?}: declare it with Operation::declares_effect({kind:?}) on the \
              operations whose acknowledgement means one such effect"
         ),
     ))
@@ -526,5 +526,5 @@ where
             bound.describe()
         ),
     )
-    .oracle("progress"))
+    .oracle(crate::oracle::Oracle::PROGRESS))
 }

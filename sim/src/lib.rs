@@ -14,6 +14,7 @@
 //! | [`seed`] | [`Seed`], the seed tree, [`Source`] and its draws |
 //! | [`history`] | the event log, its chained hash, the diff of two histories, fake-time formatting |
 //! | [`swarm`] | named dimensions drawn per seed, overridable (`SIM_SWARM`) |
+//! | [`oracle`] | [`Oracle`]: typed oracle identities (the harness's own as constants) |
 //! | [`outcome`] | [`OpOutcome`]: ok / failed / indeterminate, shared by workloads and checkers |
 //! | [`report`] | failure classes, identity, replay lines, traces, JSON summaries |
 //! | [`trace`] | the run's `tracing` subscriber on fake time (given its clock) |
@@ -27,6 +28,7 @@
 //! | [`workload`] | typed operations over a user model; outcomes ok / failed / indeterminate |
 //! | [`check`] | oracles: the [`Check`](check::Check) trait, excused violations, idempotency, one response per request, liveness |
 //! | [`nemesis`] | a swarm-drawn schedule of network faults |
+//! | [`prelude`] | what a first simulation needs: `use sim::prelude::*;` |
 //! | [`node`] | services as nodes on the network; lifecycle (SIGTERM, crash, restart, rollout); exit causes; leaks |
 //!
 //! **Layers.** Each module uses only modules below it (no import cycle between files or
@@ -44,7 +46,7 @@
 //! checks                                Verdict, the registry (generic over Ctx)
 //! trace                                 given its clock
 //! report                                Failure, Outcome, Report
-//! swarm · history · outcome             leaves (over seed)
+//! swarm · history · outcome · oracle    leaves (over seed)
 //! seed
 //! ```
 //!
@@ -85,7 +87,11 @@ pub mod net;
 #[cfg(tokio_unstable)]
 pub mod node;
 #[cfg(tokio_unstable)]
+pub mod oracle;
+#[cfg(tokio_unstable)]
 pub mod outcome;
+#[cfg(tokio_unstable)]
+pub mod prelude;
 #[cfg(tokio_unstable)]
 mod recorder;
 #[cfg(tokio_unstable)]
@@ -104,7 +110,15 @@ pub mod trace;
 pub mod workload;
 
 #[cfg(tokio_unstable)]
+pub use check::Check;
+#[cfg(tokio_unstable)]
 pub use driver::{Driver, Event, EventId};
+#[cfg(tokio_unstable)]
+pub use net::Host;
+#[cfg(tokio_unstable)]
+pub use node::{NodeCtx, ServiceSpec, System};
+#[cfg(tokio_unstable)]
+pub use oracle::Oracle;
 #[cfg(tokio_unstable)]
 pub use outcome::OpOutcome;
 #[cfg(tokio_unstable)]

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use crate::oracle::Oracle;
 use crate::seed::Seed;
 
 /// What kind of failure a run ended with.
@@ -69,8 +70,8 @@ impl fmt::Display for Class {
 pub struct Failure {
     /// The failure class.
     pub class: Class,
-    /// The oracle (check) that fired, by name.
-    pub oracle: Option<String>,
+    /// The oracle (check) that fired ([`Oracle`]: compare with its constants, not by string).
+    pub oracle: Option<Oracle>,
     /// What was violated, in the oracle's words.
     pub message: String,
     /// Fake time since the run started, in nanoseconds, when the failure was found.
@@ -90,7 +91,7 @@ impl Failure {
     }
 
     /// A correctness failure found by the oracle named `oracle`.
-    pub fn correctness(oracle: impl Into<String>, message: impl Into<String>) -> Failure {
+    pub fn correctness(oracle: impl Into<Oracle>, message: impl Into<String>) -> Failure {
         Failure {
             class: Class::Correctness,
             oracle: Some(oracle.into()),
@@ -101,7 +102,7 @@ impl Failure {
     }
 
     /// A liveness failure found by the oracle named `oracle`.
-    pub fn liveness(oracle: impl Into<String>, message: impl Into<String>) -> Failure {
+    pub fn liveness(oracle: impl Into<Oracle>, message: impl Into<String>) -> Failure {
         Failure {
             class: Class::Liveness,
             oracle: Some(oracle.into()),
@@ -112,7 +113,7 @@ impl Failure {
     }
 
     /// An excused violation: reported, but the sweep does not fail.
-    pub fn excused(oracle: impl Into<String>, message: impl Into<String>) -> Failure {
+    pub fn excused(oracle: impl Into<Oracle>, message: impl Into<String>) -> Failure {
         Failure {
             class: Class::Excused,
             oracle: Some(oracle.into()),
@@ -123,9 +124,14 @@ impl Failure {
     }
 
     /// Names the oracle.
-    pub fn oracle(mut self, oracle: impl Into<String>) -> Failure {
+    pub fn oracle(mut self, oracle: impl Into<Oracle>) -> Failure {
         self.oracle = Some(oracle.into());
         self
+    }
+
+    /// Whether `oracle` found it.
+    pub fn is(&self, oracle: &Oracle) -> bool {
+        self.oracle.as_ref() == Some(oracle)
     }
 
     /// Adds a term the failure is about (an operation `put#3`, a key, a node): the trace lines
@@ -793,7 +799,7 @@ mod tests {
         assert_eq!(Class::ReplayDiverged.to_string(), "replay diverged");
         assert!(!Class::Excused.fails());
         assert!(Class::Deadlock.fails());
-        let f = Failure::correctness("idempotency", "charged twice");
+        let f = Failure::correctness(crate::oracle::Oracle::IDEMPOTENCY, "charged twice");
         assert_eq!(f.to_string(), "correctness [idempotency]: charged twice");
     }
 }

@@ -369,7 +369,10 @@ mod tests {
     fn focus_takes_the_message_words_that_are_history_identities_and_ends_at_the_failure() {
         let failure = Failure {
             at_nanos: Some(500_000_000),
-            ..Failure::correctness("idempotency", "key op-3 failed but took effect (operations: put#3 Failed)")
+            ..Failure::correctness(
+                crate::oracle::Oracle::IDEMPOTENCY,
+                "key op-3 failed but took effect (operations: put#3 Failed)",
+            )
         };
         let focus = Focus::of(&failure, TRACE);
         assert_eq!(focus.terms, vec!["op-3".to_string(), "put#3".to_string()]);
@@ -381,7 +384,7 @@ mod tests {
 
     #[test]
     fn a_failure_naming_nothing_in_the_trace_selects_nothing() {
-        let failure = Failure::liveness("progress", "no progress within 3s");
+        let failure = Failure::liveness(crate::oracle::Oracle::PROGRESS, "no progress within 3s");
         assert_eq!(Focus::of(&failure, TRACE).select(TRACE), None);
     }
 

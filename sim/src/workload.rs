@@ -22,9 +22,10 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use crate::driver::Event;
 use crate::net::Host;
+use crate::run::Ctx;
 use crate::seed::Source;
-use crate::{Ctx, Event};
 
 pub use crate::outcome::OpOutcome;
 
@@ -296,7 +297,7 @@ impl<M: Send + 'static> Workload<M> {
         enabled: &[Operation<M>],
         running: &Running,
         tx: tokio::sync::mpsc::UnboundedSender<OpRecord>,
-    ) -> Vec<crate::EventId> {
+    ) -> Vec<crate::driver::EventId> {
         let clients = ctx.swarm().int("workload.clients", 1..=4);
         let weights: Vec<u64> = enabled.iter().map(|o| o.weight).collect();
         let mut plan = ctx.source("workload/plan");
@@ -332,7 +333,7 @@ async fn collect(
     ctx: &Ctx,
     budget: &Budget,
     mut rx: tokio::sync::mpsc::UnboundedReceiver<OpRecord>,
-    scheduled: Vec<crate::EventId>,
+    scheduled: Vec<crate::driver::EventId>,
     running: &Running,
 ) -> Vec<OpRecord> {
     let mut records = Vec::new();
@@ -478,7 +479,7 @@ pub fn tally(records: &[OpRecord]) -> BTreeMap<String, (u64, u64, u64)> {
     out
 }
 
-/// The effect kinds the run's workloads declared ([`Operation::effect`]), whether
+/// The effect kinds the run's workloads declared ([`Operation::declares_effect`]), whether
 /// or not the swarm left the declaring operations in.
 #[derive(Default, Debug)]
 pub(crate) struct DeclaredEffects {

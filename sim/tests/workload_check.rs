@@ -375,7 +375,7 @@ fn the_idempotency_oracle_links_operations_to_effects_by_declaration() {
             check::idempotency(&ctx, &records, "charge")
         });
     let failure = report.first_failure().and_then(|o| o.failure.clone()).expect("caught");
-    assert!(failure.message.contains("Operation::effect(\"charge\")"), "{failure}");
+    assert!(failure.message.contains("Operation::declares_effect(\"charge\")"), "{failure}");
 }
 
 #[test]

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use sim::{Ctx, Failure, Report, Simulation};
+use sim::{Ctx, Failure, Oracle, Report, Simulation};
 use walkthroughs::{shoppingcart, wallet};
 
 /// Runs one seed of a variant.
@@ -27,7 +27,7 @@ struct Case {
     name: &'static str,
     simulation: &'static str,
     /// The oracle that must find the planted bug; `None` for a correct variant.
-    oracle: Option<&'static str>,
+    oracle: Option<Oracle>,
     run: Runner,
 }
 
@@ -87,14 +87,14 @@ impl Row {
         if self.skipped() {
             return true;
         }
-        match self.case.oracle {
+        match &self.case.oracle {
             None => self.report.passed(),
             Some(oracle) => self.finding(oracle).is_some(),
         }
     }
 
-    fn finding(&self, oracle: &str) -> Option<&sim::Outcome> {
-        self.report.failures().find(|o| o.failure.as_ref().is_some_and(|f| f.oracle.as_deref() == Some(oracle)))
+    fn finding(&self, oracle: &Oracle) -> Option<&sim::Outcome> {
+        self.report.failures().find(|o| o.failure.as_ref().is_some_and(|f| f.is(oracle)))
     }
 }
 
@@ -168,7 +168,7 @@ fn print_table(rows: &[Row]) {
         });
         let ran = row.report.outcomes.len().max(1);
         let per_seed = row.report.outcomes.iter().map(|o| o.wall()).sum::<Duration>() / ran as u32;
-        let verdict = match (row.case.oracle, row.ok()) {
+        let verdict = match (&row.case.oracle, row.ok()) {
             _ if row.skipped() => "skipped",
             (None, true) => "passed",
             (None, false) => "FAILED",
@@ -193,7 +193,7 @@ fn print_table(rows: &[Row]) {
 /// Each planted bug's finding (or a correct variant's first failures) with its replay line.
 fn print_findings(rows: &[Row]) {
     for row in rows {
-        let shown = match row.case.oracle {
+        let shown = match &row.case.oracle {
             Some(oracle) => row.finding(oracle).into_iter().collect::<Vec<_>>(),
             None => row.report.failures().take(5).collect(),
         };
@@ -227,7 +227,7 @@ fn measure(args: &Args, sweeps: u64) {
             let base = 1_000_000 * (k + 1);
             let report = sweep(&args, &case, base..base + args.seeds, true);
             walls.extend(report.outcomes.iter().map(|o| o.wall()));
-            match report.failures().find(|o| o.failure.as_ref().is_some_and(|f| f.oracle.as_deref() == case.oracle)) {
+            match report.failures().find(|o| o.failure.as_ref().is_some_and(|f| f.oracle == case.oracle)) {
                 Some(found) => needed.push(found.seed.0.saturating_sub(base) + 1),
                 None => missed += 1,
             }

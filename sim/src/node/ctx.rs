@@ -6,8 +6,8 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 
 use super::exit::ExitCause;
-use crate::Ctx;
 use crate::net::Host;
+use crate::run::Ctx;
 use crate::runtime::Owner;
 
 /// The error type node entry points return.

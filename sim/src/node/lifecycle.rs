@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::exit::CrashMode;
 use super::system::{System, lifecycle_error, names};
-use crate::Event;
+use crate::driver::Event;
 use crate::fault::{self, Fault, Phase, Target, Undo};
 use crate::net::Partition;
 use crate::report::Failure;
@@ -214,7 +214,7 @@ impl System {
             }),
         };
         result.map_err(|mut f| {
-            if f.oracle.as_deref() == Some("lifecycle") {
+            if f.is(&crate::oracle::Oracle::LIFECYCLE) {
                 f.message = format!("{label}: {}", f.message);
             }
             f
@@ -402,7 +402,7 @@ mod tests {
 
     use super::{Lifecycle, Restart, Version};
     use crate::net::Ending;
-    use crate::node::CrashMode;
+    use crate::node::exit::CrashMode;
 
     /// The events as they were declared before they had named fields: their derived `Debug` is
     /// the label histories were recorded with.

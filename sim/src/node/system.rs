@@ -9,10 +9,11 @@ use super::ctx::{InFlight, NodeCtx, NodeInner, Status, TaskSet};
 use super::exit::{CrashMode, ExitCause, ExitRecord};
 use super::spec::ServiceSpec;
 use super::zombies::{Owners, ZombieCheck, zombie_failure, zombies};
+use crate::driver::Event;
 use crate::net::Ending;
 use crate::report::{Class, Failure};
+use crate::run::Ctx;
 use crate::runtime::Owner;
-use crate::{Ctx, Event};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Phase {
@@ -45,7 +46,7 @@ pub(super) struct State {
     pub(super) instances: BTreeMap<String, Instance>,
     exits: Vec<ExitRecord>,
     /// Lifecycle events scheduled with [`System::at`] and not yet cancelled.
-    pub(super) scheduled: Vec<crate::EventId>,
+    pub(super) scheduled: Vec<crate::driver::EventId>,
     /// Bumped by `heal` and `stop`: a scheduled event of an older epoch does nothing.
     pub(super) epoch: u64,
 }
@@ -92,11 +93,11 @@ struct Ended {
 }
 
 fn fail_exit(ctx: &Ctx, message: String) {
-    ctx.fail(Failure::correctness("exit-cause", message));
+    ctx.fail(Failure::correctness(crate::oracle::Oracle::EXIT_CAUSE, message));
 }
 
 pub(super) fn lifecycle_error(message: String) -> Failure {
-    Failure::correctness("lifecycle", message)
+    Failure::correctness(crate::oracle::Oracle::LIFECYCLE, message)
 }
 
 pub(super) fn names<'a>(keys: impl Iterator<Item = &'a String>) -> String {
@@ -322,7 +323,7 @@ impl System {
                 Ok(())
             }
             Err(_) => Err(Failure::liveness(
-                "readiness",
+                crate::oracle::Oracle::READINESS,
                 format!("{name} (incarnation {incarnation}) was not ready within {timeout:?}"),
             )),
         }
@@ -441,7 +442,7 @@ impl System {
         let dropped: Vec<String> = inflight.lock().unwrap_or_else(|p| p.into_inner()).open.values().cloned().collect();
         if !dropped.is_empty() {
             self.ctx.fail(Failure::correctness(
-                "drain",
+                crate::oracle::Oracle::DRAIN,
                 format!(
                     "{name} (incarnation {incarnation}) stopped after SIGTERM with {} request(s) still in flight, which got no (complete) response: {}",
                     dropped.len(),
@@ -463,7 +464,7 @@ impl System {
         if judge && !unanswered.is_empty() {
             self.ctx.fail(
                 Failure::correctness(
-                    "drain",
+                    crate::oracle::Oracle::DRAIN,
                     format!(
                         "{name} (incarnation {incarnation}) stopped after SIGTERM with {} connection(s) closed on requests it had read and not answered: {}",
                         unanswered.len(),
@@ -506,7 +507,7 @@ impl System {
                             left.join("; ")
                         ),
                     )
-                    .oracle("leak"),
+                    .oracle(crate::oracle::Oracle::LEAK),
                 );
             }
         }

@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use crate::Ctx;
 use crate::check::{Check, Verdict};
 use crate::report::{Class, Failure};
+use crate::run::Ctx;
 use crate::runtime::Owner;
 
 /// The node incarnation each task owner stands for: shared with the end-of-run zombie check.
@@ -42,7 +42,7 @@ pub(super) fn zombie_failure(ctx: &Ctx, owners: &Owners) -> Option<Failure> {
                  node: sim::spawn_detached)"
             ),
         )
-        .oracle("zombie"),
+        .oracle(crate::oracle::Oracle::ZOMBIE),
     )
 }
 

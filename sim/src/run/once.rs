@@ -160,7 +160,7 @@ async fn watch_horizon(ctx: Ctx, tasks: Tasks, horizon: Duration) {
             if live.len() > 16 {
                 message.push_str(&format!(" and {} more tasks", live.len() - 16));
             }
-            ctx.fail(Failure::new(Class::Deadlock, message).oracle("horizon"));
+            ctx.fail(Failure::new(Class::Deadlock, message).oracle(crate::oracle::Oracle::HORIZON));
             return;
         }
     }
@@ -290,7 +290,7 @@ pub(crate) fn run_once(spec: RunSpec, body: Arc<Body>, watchdog: Duration) -> Ru
         outcome: Outcome {
             simulation: name.clone(),
             seed,
-            failure: Some(Failure::new(Class::Inconclusive, message).oracle("watchdog")),
+            failure: Some(Failure::new(Class::Inconclusive, message).oracle(crate::oracle::Oracle::WATCHDOG)),
             history_hash: 0,
             events: 0,
             schedule_hash: 0,
@@ -521,7 +521,7 @@ fn judge(
     match ending {
         Err(message) => {
             let first = panics.first().cloned().unwrap_or(message);
-            Some(at(Failure::new(Class::Panic, first).oracle("panic")))
+            Some(at(Failure::new(Class::Panic, first).oracle(crate::oracle::Oracle::PANIC)))
         }
         Ok((Ending::Stopped, _)) => recorded_failure,
         Ok((Ending::Returned(result), _)) => match (recorded_failure, result) {
@@ -531,7 +531,7 @@ fn judge(
                 Class::Panic,
                 format!("a panic was caught and the run went on (recovered panic): {}", panics[0]),
             )
-            .oracle("recovered-panic"))),
+            .oracle(crate::oracle::Oracle::RECOVERED_PANIC))),
             (None, Ok(())) => shared.and_then(|s| s.checks.excused()).map(at),
         },
         Ok((Ending::TimeLimit, _)) => recorded_failure.or_else(|| {

@@ -409,7 +409,7 @@ impl Sweep {
             if let Some(divergence) = compare(&first.outcome, &first.entries, &again.outcome, &again.entries) {
                 first.outcome.failure = Some(
                     Failure::new(Class::ReplayDiverged, format!("repeated in this process: {divergence}"))
-                        .oracle("self-check"),
+                        .oracle(crate::oracle::Oracle::SELF_CHECK),
                 );
                 break;
             }
@@ -583,7 +583,7 @@ impl Sweep {
                     replays.divergence.as_deref().unwrap_or("they differ")
                 ),
             )
-            .oracle("self-check");
+            .oracle(crate::oracle::Oracle::SELF_CHECK);
             diverged.at_nanos = original.at_nanos;
             outcome.failure = Some(diverged);
         }
@@ -605,7 +605,7 @@ impl Sweep {
                     for outcome in outcomes.iter_mut().filter(|o| o.failure.is_none()) {
                         outcome.failure = Some(
                             Failure::new(Class::ReplayDiverged, format!("self-check process could not run: {e}"))
-                                .oracle("self-check"),
+                                .oracle(crate::oracle::Oracle::SELF_CHECK),
                         );
                     }
                     return;
@@ -630,7 +630,7 @@ impl Sweep {
                     .unwrap_or_else(|| describe_hash_difference(outcome, &child.outcome));
                 outcome.failure = Some(
                     Failure::new(Class::ReplayDiverged, format!("{} {detail}", after_throwaway(process, throwaway)))
-                        .oracle("self-check"),
+                        .oracle(crate::oracle::Oracle::SELF_CHECK),
                 );
             }
         }

@@ -28,10 +28,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use sim::check::{self, LivenessBound, OneResponse, RequestLog};
-use sim::nemesis::Nemesis;
-use sim::node::{ServiceSpec, System};
-use sim::workload::{Budget, OpCtx, OpOutcome, Operation, Workload};
-use sim::{Ctx, Failure};
+use sim::prelude::*;
 
 /// Which cart runs: the correct one, or one with a planted bug.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -58,11 +55,11 @@ impl Variant {
     }
 
     /// The oracle that must catch it (none for the correct variant).
-    pub fn oracle(self) -> Option<&'static str> {
+    pub fn oracle(self) -> Option<Oracle> {
         match self {
             Variant::Correct => None,
-            Variant::NonAtomicIdempotency => Some("idempotency"),
-            Variant::NoDrain => Some("drain"),
+            Variant::NonAtomicIdempotency => Some(Oracle::IDEMPOTENCY),
+            Variant::NoDrain => Some(Oracle::DRAIN),
         }
     }
 

@@ -28,10 +28,7 @@ use std::time::Duration;
 use grpcsim::calls::{CallLog, Logged, OneStatus};
 use grpcsim::checks::GoawayFirst;
 use sim::check::{self, LivenessBound};
-use sim::nemesis::Nemesis;
-use sim::node::{ServiceSpec, System};
-use sim::workload::{Budget, OpCtx, OpOutcome, Operation, Workload};
-use sim::{Ctx, Failure};
+use sim::prelude::*;
 use tonic::Code;
 
 /// The generated messages, clients and servers of `proto/wallet.proto`.
@@ -56,6 +53,8 @@ pub const USER_DEADLINE: Duration = Duration::from_secs(3);
 pub const USER_ATTEMPTS: u32 = 3;
 /// The first backoff between them (doubling).
 pub const USER_BACKOFF: Duration = Duration::from_millis(200);
+/// The oracle that the wallet's view of the ledger converges once faults heal.
+pub const VIEW_CONVERGES: Oracle = Oracle::new("view-converges");
 /// The `Watch` method, the ledger's long-lived stream.
 pub const WATCH: &str = "/wallet.Ledger/Watch";
 
@@ -84,11 +83,11 @@ impl Variant {
     }
 
     /// The oracle that must catch it (none for the correct variant).
-    pub fn oracle(self) -> Option<&'static str> {
+    pub fn oracle(self) -> Option<Oracle> {
         match self {
             Variant::Correct => None,
-            Variant::CancelBeforeGoaway => Some("goaway-first"),
-            Variant::BreakerCountsRolloutEnds => Some("breaker"),
+            Variant::CancelBeforeGoaway => Some(grpcsim::GOAWAY_FIRST),
+            Variant::BreakerCountsRolloutEnds => Some(grpcsim::BREAKER),
         }
     }
 
@@ -262,7 +261,7 @@ pub async fn run(ctx: Ctx, variant: Variant) -> Result<(), Failure> {
         }
     })
     .await
-    .map_err(|f| Failure { oracle: Some("view-converges".into()), ..f })?;
+    .map_err(|f| Failure { oracle: Some(VIEW_CONVERGES), ..f })?;
 
     system.stop().await?;
     check::idempotency(&ctx, &records, "transfer")?;

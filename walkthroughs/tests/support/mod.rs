@@ -7,13 +7,13 @@ use sim::{Class, Ctx, Failure, Simulation};
 
 /// Sweeps `seeds` of `simulation` and asserts that `oracle` found the planted bug `name`, and that
 /// the finding replayed exactly in 3 of 3 fresh processes.
-pub fn found<F, Fut>(simulation: &str, name: &str, oracle: Option<&str>, seeds: std::ops::Range<u64>, run: F)
+pub fn found<F, Fut>(simulation: &str, name: &str, oracle: Option<sim::Oracle>, seeds: std::ops::Range<u64>, run: F)
 where
     F: Fn(Ctx) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<(), Failure>> + 'static,
 {
     let report = Simulation::new(simulation).seeds(seeds.clone()).run(run);
-    let outcome = report.failures().find(|o| o.failure.as_ref().is_some_and(|f| f.oracle.as_deref() == oracle));
+    let outcome = report.failures().find(|o| o.failure.as_ref().is_some_and(|f| f.oracle == oracle));
     let outcome = outcome.unwrap_or_else(|| panic!("{name}: not found by {oracle:?} in seeds {seeds:?}:\n{report}"));
     let failure = outcome.failure.as_ref().expect("failure");
     assert_eq!(failure.class, Class::Correctness);

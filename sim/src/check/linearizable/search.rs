@@ -71,7 +71,7 @@ pub fn check_with<M: Model>(
 pub fn verify<M: Model>(model: &M, history: &[Op<M::Input, M::Output>]) -> Result<(), Failure> {
     match check(model, history) {
         Ok(validity) => validity.into_result(),
-        Err(e) => Err(Failure::correctness("linearizable", format!("malformed history: {e}"))),
+        Err(e) => Err(Failure::correctness(crate::oracle::Oracle::LINEARIZABLE, format!("malformed history: {e}"))),
     }
 }
 

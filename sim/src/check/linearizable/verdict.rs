@@ -48,8 +48,12 @@ impl Validity {
     pub fn into_result(self) -> Result<(), Failure> {
         match self {
             Validity::Linearizable => Ok(()),
-            Validity::NotLinearizable(c) => Err(Failure::correctness("linearizable", c.to_string())),
-            Validity::Unknown(u) => Err(Failure::new(Class::Inconclusive, u.to_string()).oracle("linearizable")),
+            Validity::NotLinearizable(c) => {
+                Err(Failure::correctness(crate::oracle::Oracle::LINEARIZABLE, c.to_string()))
+            }
+            Validity::Unknown(u) => {
+                Err(Failure::new(Class::Inconclusive, u.to_string()).oracle(crate::oracle::Oracle::LINEARIZABLE))
+            }
         }
     }
 }

@@ -7,10 +7,10 @@ use super::codec::{Fed, Feed};
 use super::lookup::Lookup;
 use super::model::{Action, Op, Record};
 use super::report::{Rule, Violation};
-use crate::Ctx;
 use crate::check::{Check, Verdict};
 use crate::history::Entry;
 use crate::outcome::OpOutcome;
+use crate::run::Ctx;
 
 /// The list-append checker as a [`Check`] (oracle `list-append`), fed by history events.
 ///

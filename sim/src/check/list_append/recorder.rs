@@ -12,8 +12,8 @@ use super::codec::{
 };
 use super::model::{Action, FinalLog, History, Offset, Op, OpId, Open, Record};
 use super::report::{Report, Violation};
-use crate::Ctx;
 use crate::outcome::OpOutcome;
+use crate::run::Ctx;
 
 /// Where a [`Recorder`]'s times come from.
 #[derive(Clone, Debug)]
