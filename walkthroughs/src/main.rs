@@ -225,7 +225,7 @@ fn measure(args: &Args, sweeps: u64) {
         let mut walls = Vec::new();
         for k in 0..sweeps {
             let base = 1_000_000 * (k + 1);
-            let report = sweep(&args, &case, base..base + args.seeds, true);
+            let report = sweep(args, &case, base..base + args.seeds, true);
             walls.extend(report.outcomes.iter().map(|o| o.wall()));
             match report.failures().find(|o| o.failure.as_ref().is_some_and(|f| f.oracle == case.oracle)) {
                 Some(found) => needed.push(found.seed.0.saturating_sub(base) + 1),
