@@ -28,6 +28,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use sim::check::{Check, Verdict};
 use sim::history::Entry;
+use sim::node::BoxError;
 use sim::run::Ctx;
 
 /// The status a call ended with, as recorded in the history (`grpc.call.end`).
@@ -134,8 +135,6 @@ pub struct Logged<S> {
     ctx: Ctx,
     log: CallLog,
 }
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 impl<S, B> tower_service::Service<http::Request<tonic::body::Body>> for Logged<S>
 where

@@ -16,7 +16,7 @@ use std::task::{Context, Poll};
 
 use sim::net::Host;
 use sim::net::adapters::Connector;
-use sim::node::NodeCtx;
+use sim::node::{BoxError, NodeCtx};
 use tonic::transport::{Channel, Endpoint};
 
 /// The endpoint for `target` (`name:port`), as tonic would make it from `http://name:port`.
@@ -120,8 +120,6 @@ impl std::fmt::Debug for Balanced {
         f.debug_struct("Balanced").finish_non_exhaustive()
     }
 }
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 impl tower_service::Service<http::Request<tonic::body::Body>> for Balanced {
     type Response = http::Response<tonic::body::Body>;
