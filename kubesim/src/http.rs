@@ -1,0 +1,1 @@
+//! (work package in progress; see /work/kubesim-spec.md)
