@@ -39,8 +39,7 @@ pub use time::{SUFFIX_ALPHABET, rfc3339, suffix, uid};
 pub fn invalid(ty: &ResourceType, name: &str, causes: &[(&str, &str, String)]) -> ApiError {
     let listed: Vec<String> = causes.iter().map(|(_, f, m)| format!("{f}: {m}")).collect();
     let joined = if listed.len() == 1 { listed[0].clone() } else { format!("[{}]", listed.join(", ")) };
-    let causes: Vec<Value> =
-        causes.iter().map(|(r, f, m)| json!({"reason": r, "message": m, "field": f})).collect();
+    let causes: Vec<Value> = causes.iter().map(|(r, f, m)| json!({"reason": r, "message": m, "field": f})).collect();
     ApiError {
         details: json!({"name": name, "group": ty.group, "kind": ty.kind, "causes": causes}),
         ..ApiError::new(422, "Invalid", format!("{} \"{name}\" is invalid: {joined}", ty.qualified_kind()))
@@ -184,7 +183,8 @@ pub fn prepare_create(ty: &ResourceType, mut obj: Value, cx: CreateCtx<'_>) -> R
         let msg = "Required value: name or generateName is required".to_string();
         return Err(invalid(ty, "", &[("FieldValueRequired", "metadata.name", msg)]));
     }
-    validate_name(&name, name_rule(ty)).map_err(|m| invalid(ty, &name, &[("FieldValueInvalid", "metadata.name", m)]))?;
+    validate_name(&name, name_rule(ty))
+        .map_err(|m| invalid(ty, &name, &[("FieldValueInvalid", "metadata.name", m)]))?;
     let uid = uid(cx.rng);
     let meta = meta_mut(&mut obj);
     match (ty.namespaced, cx.ns) {
@@ -243,8 +243,11 @@ fn without(obj: &Value, keys: &[&str]) -> Value {
 /// Whether a write from `old` to `new` bumps `metadata.generation`: anything outside `metadata`,
 /// `apiVersion`, `kind` (and `status` when the type has a status subresource) changed.
 pub fn spec_changed(ty: &ResourceType, old: &Value, new: &Value) -> bool {
-    let keys: &[&str] =
-        if ty.status_subresource { &["metadata", "status", "apiVersion", "kind"] } else { &["metadata", "apiVersion", "kind"] };
+    let keys: &[&str] = if ty.status_subresource {
+        &["metadata", "status", "apiVersion", "kind"]
+    } else {
+        &["metadata", "apiVersion", "kind"]
+    };
     without(old, keys) != without(new, keys)
 }
 
@@ -330,7 +333,8 @@ pub fn prepare_update(
             }
         }
     }
-    let keep = ["uid", "creationTimestamp", "generation", "namespace", "deletionTimestamp", "deletionGracePeriodSeconds"];
+    let keep =
+        ["uid", "creationTimestamp", "generation", "namespace", "deletionTimestamp", "deletionGracePeriodSeconds"];
     for k in keep {
         let kept = old["metadata"].get(k).cloned();
         let meta = meta_mut(&mut new);

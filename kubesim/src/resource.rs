@@ -327,7 +327,7 @@ impl Registry {
             }
         }
         for g in &mut groups {
-            g.versions.sort_by(|a, b| version_priority(&a.version).cmp(&version_priority(&b.version)));
+            g.versions.sort_by_key(|v| version_priority(&v.version));
             for v in &mut g.versions {
                 v.resources.sort_by(|a, b| a.plural.cmp(&b.plural));
             }
@@ -391,9 +391,8 @@ fn str_at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
 /// The types a CRD serves (one per served version), or 422 when it is malformed.
 pub fn crd_types(crd: &Value) -> Result<Vec<ResourceType>, ApiError> {
     let name = str_at(crd, &["metadata", "name"]).unwrap_or("");
-    let required = |path: &[&str], field: &str| {
-        str_at(crd, path).ok_or_else(|| crd_invalid(name, field, "Required value"))
-    };
+    let required =
+        |path: &[&str], field: &str| str_at(crd, path).ok_or_else(|| crd_invalid(name, field, "Required value"));
     let group = required(&["spec", "group"], "spec.group")?;
     let plural = required(&["spec", "names", "plural"], "spec.names.plural")?;
     let kind = required(&["spec", "names", "kind"], "spec.names.kind")?;
@@ -447,7 +446,11 @@ pub fn crd_types(crd: &Value) -> Result<Vec<ResourceType>, ApiError> {
         })
         .collect();
     if types.is_empty() {
-        return Err(crd_invalid(name, "spec.versions", "Invalid value: must have exactly one version marked as storage version"));
+        return Err(crd_invalid(
+            name,
+            "spec.versions",
+            "Invalid value: must have exactly one version marked as storage version",
+        ));
     }
     Ok(types)
 }
@@ -473,7 +476,10 @@ mod tests {
     fn builtins_are_served_with_their_names() {
         let r = Registry::builtin();
         let cm = r.find("", "v1", "configmaps").unwrap();
-        assert_eq!((cm.api_version(), cm.list_kind(), cm.qualified()), ("v1".into(), "ConfigMapList".into(), "configmaps".into()));
+        assert_eq!(
+            (cm.api_version(), cm.list_kind(), cm.qualified()),
+            ("v1".into(), "ConfigMapList".into(), "configmaps".into())
+        );
         let lease = r.find("coordination.k8s.io", "v1", "leases").unwrap();
         assert_eq!(lease.qualified(), "leases.coordination.k8s.io");
         assert_eq!(lease.api_version(), "coordination.k8s.io/v1");

@@ -83,7 +83,9 @@ fn valid_key(key: &str) -> Result<(), ApiError> {
         && name.starts_with(|c: char| c.is_ascii_alphanumeric())
         && name.ends_with(|c: char| c.is_ascii_alphanumeric());
     let prefix_ok = prefix.is_none_or(|p| {
-        !p.is_empty() && p.len() <= 253 && p.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "-.".contains(c))
+        !p.is_empty()
+            && p.len() <= 253
+            && p.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "-.".contains(c))
     });
     if name_ok && prefix_ok {
         Ok(())
@@ -163,7 +165,10 @@ fn requirement(part: &str) -> Result<Requirement, ApiError> {
         }
     }
     if s.contains(char::is_whitespace) {
-        return Err(parse_err(format!("found '{}', expected: in, notin, =, ==, !=, gt, lt", s.split_whitespace().nth(1).unwrap_or(""))));
+        return Err(parse_err(format!(
+            "found '{}', expected: in, notin, =, ==, !=, gt, lt",
+            s.split_whitespace().nth(1).unwrap_or("")
+        )));
     }
     req(s, Op::Exists, Vec::new())
 }
@@ -263,7 +268,9 @@ fn unescape(s: &str) -> Result<String, ApiError> {
         }
         match chars.next() {
             Some(e @ ('\\' | ',' | '=' | '!')) => out.push(e),
-            Some(e) => return Err(ApiError::bad_request(format!("invalid field selector: invalid escape sequence: \\{e}"))),
+            Some(e) => {
+                return Err(ApiError::bad_request(format!("invalid field selector: invalid escape sequence: \\{e}")));
+            }
             None => return Err(ApiError::bad_request("invalid field selector: unterminated escape sequence")),
         }
     }
@@ -319,7 +326,7 @@ impl FieldSelector {
             let term = field_term(&part)?;
             let known = term.field == "metadata.name"
                 || term.field == "metadata.namespace"
-                || ty.field_selectors.iter().any(|f| *f == term.field);
+                || ty.field_selectors.contains(&term.field);
             if !known {
                 return Err(ApiError::bad_request(format!("field label not supported: {}", term.field)));
             }
@@ -357,13 +364,38 @@ mod tests {
     #[test]
     fn label_operators_match_as_kubernetes() {
         let l = labels(json!({"app": "web", "tier": "front", "n": "5"}));
-        let yes = ["app=web", "app==web", "app!=db", "missing!=x", "tier in (front, back)", "tier notin (back)",
-            "missing notin (x)", "app", "!missing", "app=web,tier=front", "n>3", "n<7", "", "app in(web)"];
+        let yes = [
+            "app=web",
+            "app==web",
+            "app!=db",
+            "missing!=x",
+            "tier in (front, back)",
+            "tier notin (back)",
+            "missing notin (x)",
+            "app",
+            "!missing",
+            "app=web,tier=front",
+            "n>3",
+            "n<7",
+            "",
+            "app in(web)",
+        ];
         for s in yes {
             assert!(LabelSelector::parse(s).unwrap().matches(&l), "{s}");
         }
-        let no = ["app=db", "app!=web", "tier in (back)", "tier notin (front)", "missing", "!app", "app=web,tier=back",
-            "missing in (x)", "n>5", "n<5", "app>1"];
+        let no = [
+            "app=db",
+            "app!=web",
+            "tier in (back)",
+            "tier notin (front)",
+            "missing",
+            "!app",
+            "app=web,tier=back",
+            "missing in (x)",
+            "n>5",
+            "n<5",
+            "app>1",
+        ];
         for s in no {
             assert!(!LabelSelector::parse(s).unwrap().matches(&l), "{s}");
         }
@@ -406,8 +438,11 @@ mod tests {
         let ev = r.find("events.k8s.io", "v1", "events").unwrap();
         let obj = json!({"metadata": {"name": "e"}, "regarding": {"kind": "Pod", "name": "p"},
             "reportingController": "kubelet", "reason": "Started", "type": "Normal"});
-        let sel = FieldSelector::parse("involvedObject.kind=Pod,involvedObject.name=p,reportingComponent=kubelet,type=Normal", ev)
-            .unwrap();
+        let sel = FieldSelector::parse(
+            "involvedObject.kind=Pod,involvedObject.name=p,reportingComponent=kubelet,type=Normal",
+            ev,
+        )
+        .unwrap();
         assert!(sel.matches(&obj, ev));
         let secrets = r.find("", "v1", "secrets").unwrap();
         assert!(FieldSelector::parse("type=Opaque", secrets).unwrap().matches(&json!({"type": "Opaque"}), secrets));

@@ -26,10 +26,14 @@ mod token;
 mod watch;
 mod write;
 
-pub use self::state::{BOOT_NAMESPACES, Store, key};
 pub use self::list::{CONTINUE_EXPIRED, LIST_EXPIRED, too_large, too_old};
 pub use self::options::{
-    Compaction, DeleteOptions, Deleted, EventKind, List, ListOptions, StoreConfig, Subresource, WatchEvent, WatchFilter,
-    WatchOptions, WatchStart, WriteCtx,
+    Compaction, DeleteOptions, Deleted, EventKind, List, ListOptions, StoreConfig, Subresource, WatchEvent,
+    WatchFilter, WatchOptions, WatchStart, WriteCtx,
 };
+pub use self::state::{BOOT_NAMESPACES, Store, key};
 
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod tests_read;

@@ -60,7 +60,11 @@ fn deployment(spec: &mut Value) {
     default(spec, "replicas", json!(1));
     default(spec, "revisionHistoryLimit", json!(10));
     default(spec, "progressDeadlineSeconds", json!(600));
-    default(spec, "strategy", json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}}));
+    default(
+        spec,
+        "strategy",
+        json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}}),
+    );
     if let Some(template_spec) = spec.get_mut("template").and_then(|t| t.get_mut("spec")) {
         pod_spec(template_spec);
     }

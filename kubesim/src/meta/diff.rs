@@ -13,7 +13,11 @@ fn show(v: Option<&Value>) -> String {
         None => "<none>".to_string(),
         Some(v) => {
             let s = v.to_string();
-            if s.chars().count() > MAX_VALUE { format!("{}…", s.chars().take(MAX_VALUE).collect::<String>()) } else { s }
+            if s.chars().count() > MAX_VALUE {
+                format!("{}…", s.chars().take(MAX_VALUE).collect::<String>())
+            } else {
+                s
+            }
         }
     }
 }

@@ -22,15 +22,20 @@ fn create(t: &ResourceType, ns: Option<&str>, obj: Value) -> Result<Value, ApiEr
 #[test]
 fn create_sets_the_system_fields() {
     let cm = ty("", "configmaps");
-    let obj = create(&cm, Some("default"), json!({"metadata": {"name": "a", "generation": 7}, "data": {"k": "v"}})).unwrap();
+    let obj =
+        create(&cm, Some("default"), json!({"metadata": {"name": "a", "generation": 7}, "data": {"k": "v"}})).unwrap();
     assert_eq!(obj["apiVersion"], "v1");
     assert_eq!(obj["kind"], "ConfigMap");
     assert_eq!(obj["metadata"]["namespace"], "default");
     assert_eq!(obj["metadata"]["creationTimestamp"], "2026-01-01T00:00:00Z");
     assert_eq!(obj["metadata"]["uid"].as_str().unwrap().len(), 36);
     assert!(obj["metadata"].get("generation").is_none(), "ConfigMaps carry no generation");
-    let d = create(&ty("apps", "deployments"), Some("default"), json!({"metadata": {"name": "d"}, "spec": {}, "status": {"replicas": 3}}))
-        .unwrap();
+    let d = create(
+        &ty("apps", "deployments"),
+        Some("default"),
+        json!({"metadata": {"name": "d"}, "spec": {}, "status": {"replicas": 3}}),
+    )
+    .unwrap();
     assert_eq!(d["metadata"]["generation"], 1);
     assert_eq!(d["status"], json!({}), "status is reset on create");
 }
@@ -60,8 +65,11 @@ fn create_refuses_bad_bodies() {
     assert_eq!(ns.code, 400);
     let name = create(&cm, Some("default"), json!({"metadata": {"name": "Bad_Name"}})).unwrap_err();
     assert_eq!(name.code, 422);
-    assert!(name.message.starts_with("ConfigMap \"Bad_Name\" is invalid: metadata.name: Invalid value: \"Bad_Name\": a lowercase RFC 1123 subdomain"));
-    let lease = create(&ty("coordination.k8s.io", "leases"), Some("default"), json!({"metadata": {"name": "L"}})).unwrap_err();
+    assert!(name.message.starts_with(
+        "ConfigMap \"Bad_Name\" is invalid: metadata.name: Invalid value: \"Bad_Name\": a lowercase RFC 1123 subdomain"
+    ));
+    let lease =
+        create(&ty("coordination.k8s.io", "leases"), Some("default"), json!({"metadata": {"name": "L"}})).unwrap_err();
     assert!(lease.message.starts_with("Lease.coordination.k8s.io \"L\" is invalid"), "{}", lease.message);
     let ns = create(&ty("", "namespaces"), None, json!({"metadata": {"name": "team", "namespace": "x"}})).unwrap();
     assert!(ns["metadata"].get("namespace").is_none());
@@ -145,7 +153,15 @@ fn noop_ignores_rv_and_managed_fields() {
 #[test]
 fn invalid_reads_as_the_real_servers() {
     let lease = ty("coordination.k8s.io", "leases");
-    let e = invalid(&lease, "l", &[("FieldValueInvalid", "metadata.resourceVersion", "Invalid value: 0x0: must be specified for an update".into())]);
+    let e = invalid(
+        &lease,
+        "l",
+        &[(
+            "FieldValueInvalid",
+            "metadata.resourceVersion",
+            "Invalid value: 0x0: must be specified for an update".into(),
+        )],
+    );
     assert_eq!(
         e.message,
         "Lease.coordination.k8s.io \"l\" is invalid: metadata.resourceVersion: Invalid value: 0x0: must be specified for an update"

@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 use crate::meta;
 use crate::resource::ResourceType;
 use crate::status::ApiError;
-use crate::store::state::{Store, scope};
 use crate::store::options::{EventKind, List, ListOptions, WatchFilter};
+use crate::store::state::{Store, scope};
 use crate::store::token;
 
 /// The real server's 410 for a continue token whose revision was compacted.
@@ -89,7 +89,10 @@ impl Store {
                 return Err(ApiError::bad_request("specifying resource version is not allowed when using continue"));
             }
             if rv_match.is_some() {
-                return Err(list_options_invalid("resourceVersionMatch", "resourceVersionMatch is forbidden when continue is provided"));
+                return Err(list_options_invalid(
+                    "resourceVersionMatch",
+                    "resourceVersionMatch is forbidden when continue is provided",
+                ));
             }
             let (rv, start) = token::parse(tok)?;
             return Ok((rv, Some(start)));

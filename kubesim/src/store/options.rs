@@ -137,7 +137,8 @@ impl WatchFilter {
 
     /// Whether the object passes both selectors.
     pub fn matches(&self, obj: &Value, ty: &ResourceType) -> bool {
-        self.label.as_ref().is_none_or(|l| l.matches_object(obj)) && self.field.as_ref().is_none_or(|f| f.matches(obj, ty))
+        self.label.as_ref().is_none_or(|l| l.matches_object(obj))
+            && self.field.as_ref().is_none_or(|f| f.matches(obj, ty))
     }
 
     /// Whether no selector was given.

@@ -61,7 +61,8 @@ impl Store {
                 n
             };
             let cx = meta::CreateCtx { ns: None, now: &now, rng: &mut rng };
-            let mut obj = meta::prepare_create(&ns_type, json!({"metadata": {"name": name}}), cx).expect("boot namespace");
+            let mut obj =
+                meta::prepare_create(&ns_type, json!({"metadata": {"name": name}}), cx).expect("boot namespace");
             store.rv += 1;
             meta::set_rv(&mut obj, store.rv);
             store.objects.entry(ns_type.qualified()).or_default().insert(name.to_string(), obj);
@@ -128,6 +129,7 @@ impl Store {
     /// removes the stored `old`. Sets the new resourceVersion, appends the event, the write and
     /// (for Leases) the Lease change, compacts; returns the object as stored (for a removal:
     /// `old` at the new resourceVersion).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn commit(
         &mut self,
         ty: &ResourceType,

@@ -55,7 +55,10 @@ pub fn parse(token: &str) -> Result<(u64, String), ApiError> {
     if v["v"] != "meta.k8s.io/v1" {
         return Err(bad("server does not recognize this encoded version"));
     }
-    let rv = v["rv"].as_u64().filter(|rv| *rv > 0).ok_or_else(|| bad("incorrect encoded start resourceVersion (version meta.k8s.io/v1)"))?;
+    let rv = v["rv"]
+        .as_u64()
+        .filter(|rv| *rv > 0)
+        .ok_or_else(|| bad("incorrect encoded start resourceVersion (version meta.k8s.io/v1)"))?;
     let start = v["start"].as_str().filter(|s| !s.is_empty()).ok_or_else(|| bad("encoded start key empty"))?;
     Ok((rv, start.to_string()))
 }

@@ -9,10 +9,10 @@ use serde_json::Value;
 use crate::meta;
 use crate::resource::ResourceType;
 use crate::status::ApiError;
-use crate::store::state::{Store, scope};
 use crate::store::list::{parse_rv, too_old};
 use crate::store::log::LogEvent;
 use crate::store::options::{EventKind, WatchEvent, WatchFilter, WatchOptions, WatchStart};
+use crate::store::state::{Store, scope};
 
 fn invalid_watch(field: &str, message: &str) -> ApiError {
     ApiError {
@@ -47,7 +47,12 @@ impl Store {
     /// after `n` (410 when compacted); continue after the later of `n` and the current revision.
     /// Errors: 400 (selectors, rv), 410, 422 (`sendInitialEvents` with a
     /// `resourceVersionMatch` other than `NotOlderThan`, or without `allowWatchBookmarks`).
-    pub fn watch_start(&self, ty: &ResourceType, ns: Option<&str>, opts: &WatchOptions) -> Result<WatchStart, ApiError> {
+    pub fn watch_start(
+        &self,
+        ty: &ResourceType,
+        ns: Option<&str>,
+        opts: &WatchOptions,
+    ) -> Result<WatchStart, ApiError> {
         let filter = WatchFilter::parse(ty, opts.label_selector.as_deref(), opts.field_selector.as_deref())?;
         let rv = opts.resource_version.as_deref().filter(|s| !s.is_empty());
         if opts.send_initial_events {
@@ -58,7 +63,10 @@ impl Store {
                 ));
             }
             if !opts.allow_bookmarks {
-                return Err(invalid_watch("allowWatchBookmarks", "sendInitialEvents requires setting allowWatchBookmarks to true"));
+                return Err(invalid_watch(
+                    "allowWatchBookmarks",
+                    "sendInitialEvents requires setting allowWatchBookmarks to true",
+                ));
             }
         }
         if !opts.send_initial_events

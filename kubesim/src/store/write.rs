@@ -10,8 +10,8 @@ use crate::meta::{self, CreateCtx, Endpoint};
 use crate::patch::{Patch, apply_patch};
 use crate::resource::{ResourceType, crd_types};
 use crate::status::ApiError;
-use crate::store::state::{Store, scope};
 use crate::store::options::{DeleteOptions, Deleted, Subresource, WriteCtx};
+use crate::store::state::{Store, scope};
 
 /// How many names a `generateName` create draws before giving up (the real server retries).
 const GENERATE_TRIES: usize = 8;
@@ -39,9 +39,7 @@ fn crd_status(crd: &mut Value, now: &str) {
         .as_array()
         .map(|vs| vs.iter().filter(|v| v["storage"].as_bool() == Some(true)).map(|v| v["name"].clone()).collect())
         .unwrap_or_default();
-    let condition = |t: &str, reason: &str, message: &str| {
-        json!({"type": t, "status": "True", "lastTransitionTime": now, "reason": reason, "message": message})
-    };
+    let condition = |t: &str, reason: &str, message: &str| json!({"type": t, "status": "True", "lastTransitionTime": now, "reason": reason, "message": message});
     crd["status"] = json!({
         "conditions": [
             condition("NamesAccepted", "NoConflicts", "no conflicts found"),
@@ -272,7 +270,9 @@ impl Store {
             Some("Foreground") => &["foregroundDeletion"],
             Some("Orphan") => &["orphan"],
             Some(other) => {
-                let msg = format!("Unsupported value: \"{other}\": supported values: \"Foreground\", \"Background\", \"Orphan\"");
+                let msg = format!(
+                    "Unsupported value: \"{other}\": supported values: \"Foreground\", \"Background\", \"Orphan\""
+                );
                 return Err(ApiError::bad_request(format!("propagationPolicy: {msg}")));
             }
         };
@@ -316,7 +316,9 @@ fn check_preconditions(ty: &ResourceType, name: &str, old: &Value, opts: &Delete
     if let Some(want) = opts.preconditions_rv.as_deref()
         && want != rv
     {
-        let cause = format!("Precondition failed: ResourceVersion in precondition: {want}, ResourceVersion in object meta: {rv}");
+        let cause = format!(
+            "Precondition failed: ResourceVersion in precondition: {want}, ResourceVersion in object meta: {rv}"
+        );
         return Err(ApiError::conflict_because(ty.what(name), &cause));
     }
     Ok(())
@@ -325,9 +327,12 @@ fn check_preconditions(ty: &ResourceType, name: &str, old: &Value, opts: &Delete
 /// The grace period a delete waits: Pods bound to a node (`spec.nodeName`) take the request's
 /// `gracePeriodSeconds` or their `terminationGracePeriodSeconds` (default 30); everything else 0.
 fn grace_seconds(ty: &ResourceType, obj: &Value, opts: &DeleteOptions) -> i64 {
-    let bound_pod = ty.group.is_empty() && ty.plural == "pods" && obj["spec"]["nodeName"].as_str().is_some_and(|n| !n.is_empty());
+    let bound_pod =
+        ty.group.is_empty() && ty.plural == "pods" && obj["spec"]["nodeName"].as_str().is_some_and(|n| !n.is_empty());
     if !bound_pod {
         return 0;
     }
-    opts.grace_period_seconds.unwrap_or_else(|| obj["spec"]["terminationGracePeriodSeconds"].as_i64().unwrap_or(30)).max(0)
+    opts.grace_period_seconds
+        .unwrap_or_else(|| obj["spec"]["terminationGracePeriodSeconds"].as_i64().unwrap_or(30))
+        .max(0)
 }
