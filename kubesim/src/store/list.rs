@@ -33,10 +33,15 @@ pub fn too_old(rv: u64, floor: u64) -> ApiError {
     ApiError::expired(format!("too old resource version: {rv} ({floor})"))
 }
 
-fn list_options_invalid(field: &str, message: &str) -> ApiError {
+/// 422 for misused list/watch options, as the real server's `ListOptions` validation:
+/// `ListOptions.meta.k8s.io "" is invalid: resourceVersionMatch: Forbidden: …`. `message` starts
+/// with the cause type (`Forbidden: …`, `Unsupported value: …`).
+pub(crate) fn list_options_invalid(field: &str, message: &str) -> ApiError {
+    let reason =
+        if message.starts_with("Unsupported value") { "FieldValueNotSupported" } else { "FieldValueForbidden" };
     ApiError {
         details: json!({"group": "meta.k8s.io", "kind": "ListOptions",
-            "causes": [{"reason": "FieldValueForbidden", "message": message, "field": field}]}),
+            "causes": [{"reason": reason, "message": message, "field": field}]}),
         ..ApiError::new(422, "Invalid", format!("ListOptions.meta.k8s.io \"\" is invalid: {field}: {message}"))
     }
 }
@@ -91,7 +96,7 @@ impl Store {
             if rv_match.is_some() {
                 return Err(list_options_invalid(
                     "resourceVersionMatch",
-                    "resourceVersionMatch is forbidden when continue is provided",
+                    "Forbidden: resourceVersionMatch is forbidden when continue is provided",
                 ));
             }
             let (rv, start) = token::parse(tok)?;
@@ -101,7 +106,7 @@ impl Store {
             (None, Some(_)) => {
                 return Err(list_options_invalid(
                     "resourceVersionMatch",
-                    "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                    "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided",
                 ));
             }
             (_, Some(m)) if m != "Exact" && m != "NotOlderThan" => {
@@ -111,7 +116,7 @@ impl Store {
             (Some("0"), Some("Exact")) => {
                 return Err(list_options_invalid(
                     "resourceVersionMatch",
-                    "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+                    "Forbidden: resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
                 ));
             }
             (None | Some("0"), _) => return Ok((self.rv, None)),

@@ -422,6 +422,8 @@ fn a_crd_serves_its_kind_until_deleted() {
     .unwrap();
     assert!(h.s.registry().find("example.com", "v1", "databases").is_none());
     assert_eq!(h.s.get(&ty, Some("default"), "db1").unwrap_err().code, 404);
+    let late = h.with(|s, w| s.create(&ty, Some("default"), json!({"metadata": {"name": "db2"}}), w));
+    assert_eq!(late.unwrap_err().code, 404, "a removed CRD's kind is no longer served");
     let bad = json!({"metadata": {"name": "x.example.com"}, "spec": {"group": "example.com"}});
     assert_eq!(h.create("apiextensions.k8s.io", "customresourcedefinitions", None, bad).unwrap_err().code, 422);
 }

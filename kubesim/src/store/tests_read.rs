@@ -105,7 +105,10 @@ fn resource_version_semantics() {
     assert_eq!((e.code, e.message.as_str()), (504, "Timeout: Too large resource version: 999, current: 6"));
     assert_eq!(e.retry_after(), Some(1));
     let e = h.s.list(&cms, None, &ListOptions { resource_version_match: Some("Exact".into()), ..Default::default() });
-    assert_eq!(e.unwrap_err().code, 422);
+    assert_eq!(
+        e.unwrap_err().message,
+        "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided"
+    );
     assert_eq!(h.s.list(&cms, None, &rv_opts("0", Some("Exact"))).unwrap_err().code, 422);
     assert_eq!(h.s.list(&cms, None, &rv_opts("x", Some("Exact"))).unwrap_err().code, 400);
     let e = h.s.list(&cms, None, &rv_opts("2", Some("Exact"))).unwrap_err();
@@ -207,9 +210,13 @@ fn send_initial_events_ends_with_an_annotated_bookmark() {
     );
     assert_eq!(bm.to_json()["type"], "BOOKMARK");
     let no_bookmarks = WatchOptions { allow_bookmarks: false, ..o.clone() };
-    assert_eq!(h.s.watch_start(&cms, None, &no_bookmarks).unwrap_err().code, 422);
-    let exact = WatchOptions { resource_version_match: Some("Exact".into()), ..o };
+    assert_eq!(h.s.watch_start(&cms, None, &no_bookmarks).unwrap().events.len(), 1, "no bookmark unless allowed");
+    let exact = WatchOptions { resource_version_match: Some("Exact".into()), ..o.clone() };
     assert_eq!(h.s.watch_start(&cms, None, &exact).unwrap_err().code, 422);
+    let unset = WatchOptions { resource_version_match: None, ..o.clone() };
+    assert_eq!(h.s.watch_start(&cms, None, &unset).unwrap_err().code, 422);
+    let no_initial = WatchOptions { send_initial_events: false, ..o };
+    assert_eq!(h.s.watch_start(&cms, None, &no_initial).unwrap_err().code, 422);
     assert_eq!(h.s.bookmark(&cms).object["metadata"], json!({"resourceVersion": h.s.rv().to_string()}));
 }
 

@@ -9,18 +9,10 @@ use serde_json::Value;
 use crate::meta;
 use crate::resource::ResourceType;
 use crate::status::ApiError;
-use crate::store::list::{parse_rv, too_old};
+use crate::store::list::{list_options_invalid, parse_rv, too_old};
 use crate::store::log::LogEvent;
 use crate::store::options::{EventKind, WatchEvent, WatchFilter, WatchOptions, WatchStart};
 use crate::store::state::{Store, scope};
-
-fn invalid_watch(field: &str, message: &str) -> ApiError {
-    ApiError {
-        details: serde_json::json!({"group": "meta.k8s.io", "kind": "ListOptions",
-            "causes": [{"reason": "FieldValueForbidden", "message": message, "field": field}]}),
-        ..ApiError::new(422, "Invalid", format!("ListOptions.meta.k8s.io \"\" is invalid: {field}: {message}"))
-    }
-}
 
 fn convert(ev: &LogEvent, ty: &ResourceType, filter: &WatchFilter) -> Option<WatchEvent> {
     let now_passes = ev.kind != EventKind::Deleted && filter.matches(&ev.object, ty);
@@ -42,11 +34,12 @@ fn convert(ev: &LogEvent, ty: &ResourceType, filter: &WatchFilter) -> Option<Wat
 impl Store {
     /// Starts a watch. resourceVersion unset, `""` or `"0"`, or `sendInitialEvents=true`: one
     /// ADDED per current object passing the selectors (key order), then (with
-    /// `sendInitialEvents`) a BOOKMARK annotated `k8s.io/initial-events-end: "true"` at the
+    /// `sendInitialEvents` and `allowWatchBookmarks`) a BOOKMARK annotated `k8s.io/initial-events-end: "true"` at the
     /// current revision; continue after the current revision. resourceVersion `n`: the events
     /// after `n` (410 when compacted); continue after the later of `n` and the current revision.
-    /// Errors: 400 (selectors, rv), 410, 422 (`sendInitialEvents` with a
-    /// `resourceVersionMatch` other than `NotOlderThan`, or without `allowWatchBookmarks`).
+    /// Errors: 400 (selectors, rv), 410, 422 (`sendInitialEvents` without
+    /// `resourceVersionMatch=NotOlderThan`, or `resourceVersionMatch` without
+    /// `sendInitialEvents`, as the real server's `ListOptions` validation).
     pub fn watch_start(
         &self,
         ty: &ResourceType,
@@ -55,19 +48,14 @@ impl Store {
     ) -> Result<WatchStart, ApiError> {
         let filter = WatchFilter::parse(ty, opts.label_selector.as_deref(), opts.field_selector.as_deref())?;
         let rv = opts.resource_version.as_deref().filter(|s| !s.is_empty());
-        if opts.send_initial_events {
-            if opts.resource_version_match.as_deref().is_some_and(|m| m != "NotOlderThan") {
-                return Err(invalid_watch(
-                    "resourceVersionMatch",
-                    "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
-                ));
-            }
-            if !opts.allow_bookmarks {
-                return Err(invalid_watch(
-                    "allowWatchBookmarks",
-                    "sendInitialEvents requires setting allowWatchBookmarks to true",
-                ));
-            }
+        let rv_match = opts.resource_version_match.as_deref().filter(|m| !m.is_empty());
+        if opts.send_initial_events && rv_match != Some("NotOlderThan") {
+            let msg = "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan";
+            return Err(list_options_invalid("resourceVersionMatch", msg));
+        }
+        if !opts.send_initial_events && rv_match.is_some() {
+            let msg = "Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided";
+            return Err(list_options_invalid("resourceVersionMatch", msg));
         }
         if !opts.send_initial_events
             && let Some(rv) = rv.filter(|rv| *rv != "0")
@@ -77,7 +65,7 @@ impl Store {
             return Ok(WatchStart { events, after_rv: n.max(self.rv), filter });
         }
         let mut events = self.initial_events(ty, ns, &filter);
-        if opts.send_initial_events {
+        if opts.send_initial_events && opts.allow_bookmarks {
             events.push(WatchEvent::bookmark(ty, self.rv, true));
         }
         Ok(WatchStart { events, after_rv: self.rv, filter })

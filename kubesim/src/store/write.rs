@@ -89,6 +89,9 @@ impl Store {
         w: &mut WriteCtx<'_>,
         verb: Verb,
     ) -> Result<Value, ApiError> {
+        if ty.crd.is_some() && self.registry.find(&ty.group, &ty.version, &ty.plural).is_none() {
+            return Err(ApiError::not_found(ty.what("")));
+        }
         let ns = scope(ty, ns);
         let now = meta::rfc3339(w.now);
         let generated = meta::name_of(&obj).is_empty();
