@@ -19,6 +19,7 @@
 //!   `generation` increments when anything outside `metadata` (and `status` when it is a
 //!   subresource) changed.
 
+pub mod base64;
 mod defaults;
 mod diff;
 mod names;
@@ -295,6 +296,26 @@ fn check_deletion_fields(ty: &ResourceType, old: &Value, new: &Value) -> Result<
     Ok(())
 }
 
+/// ConfigMaps and Secrets with `immutable: true` refuse changes to their data and to `immutable`.
+fn check_immutable_data(ty: &ResourceType, old: &Value, new: &Value) -> Result<(), ApiError> {
+    let data_type = ty.group.is_empty() && (ty.kind == "ConfigMap" || ty.kind == "Secret");
+    if !data_type || old["immutable"].as_bool() != Some(true) {
+        return Ok(());
+    }
+    let name = name_of(old);
+    if new["immutable"] != old["immutable"] {
+        let msg = "Forbidden: field is immutable when `immutable` is set".to_string();
+        return Err(invalid(ty, name, &[("FieldValueForbidden", "immutable", msg)]));
+    }
+    for field in ["data", "binaryData"] {
+        if new[field] != old[field] {
+            let msg = "Forbidden: field is immutable when `immutable` is set".to_string();
+            return Err(invalid(ty, name, &[("FieldValueForbidden", field, msg)]));
+        }
+    }
+    Ok(())
+}
+
 /// Applies the update rules (module docs) to `new` against the stored `old` (the caller has
 /// checked the resourceVersion); returns the object to store (the store sets the new
 /// resourceVersion).
@@ -325,6 +346,8 @@ pub fn prepare_update(
     };
     check_deletion_fields(ty, old, &new)?;
     set_type(&mut new, ty);
+    defaults::apply(&ty.group, &ty.kind, &mut new);
+    check_immutable_data(ty, old, &new)?;
     if endpoint == Endpoint::Main && ty.status_subresource {
         match old.get("status") {
             Some(s) => new["status"] = s.clone(),
@@ -343,7 +366,6 @@ pub fn prepare_update(
             None => meta.remove(k),
         };
     }
-    defaults::apply(&ty.group, &ty.kind, &mut new);
     if ty.tracks_generation && spec_changed(ty, old, &new) {
         let g = old["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
         meta_mut(&mut new).insert("generation".into(), json!(g));

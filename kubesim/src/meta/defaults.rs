@@ -1,5 +1,5 @@
 //! The defaults the real server fills in on every write for the built-in kinds (a subset of
-//! `pkg/apis/*/v1/defaults.go`): Secret `type: Opaque`; Namespace label
+//! `pkg/apis/*/v1/defaults.go`): Secret `type: Opaque` and `stringData` merged into `data`; Namespace label
 //! `kubernetes.io/metadata.name`, `spec.finalizers: ["kubernetes"]`; Deployment `replicas: 1`,
 //! `RollingUpdate` 25%/25%, `revisionHistoryLimit: 10`, `progressDeadlineSeconds: 600`; Service
 //! `type: ClusterIP`, `sessionAffinity: None`, port `protocol: TCP` and `targetPort` = `port`;
@@ -10,6 +10,8 @@
 //! allocated (a known difference).
 
 use serde_json::{Value, json};
+
+use crate::meta::base64::encode;
 
 fn default(obj: &mut Value, key: &str, v: Value) {
     if let Some(map) = obj.as_object_mut() {
@@ -83,10 +85,22 @@ fn service(spec: &mut Value) {
     });
 }
 
+/// Secret `stringData` is write-only: merged into `data` (base64), then dropped.
+fn string_data(obj: &mut Value) {
+    let Some(Value::Object(strings)) = obj.as_object_mut().and_then(|m| m.remove("stringData")) else { return };
+    default(obj, "data", json!({}));
+    for (k, v) in strings {
+        obj["data"][k.as_str()] = json!(encode(v.as_str().unwrap_or("").as_bytes()));
+    }
+}
+
 /// Fills the defaults of `kind` (group `group`) into `obj` in place; keys already set are kept.
 pub fn apply(group: &str, kind: &str, obj: &mut Value) {
     match (group, kind) {
-        ("", "Secret") => default(obj, "type", json!("Opaque")),
+        ("", "Secret") => {
+            default(obj, "type", json!("Opaque"));
+            string_data(obj);
+        }
         ("", "Namespace") => {
             let name = obj["metadata"]["name"].clone();
             if let Some(meta) = obj.get_mut("metadata") {
@@ -116,9 +130,11 @@ mod tests {
 
     #[test]
     fn builtins_get_their_defaults() {
-        let mut s = json!({"metadata": {"name": "s"}});
+        let mut s = json!({"metadata": {"name": "s"}, "data": {"a": "eA=="}, "stringData": {"p": "foob"}});
         apply("", "Secret", &mut s);
         assert_eq!(s["type"], "Opaque");
+        assert_eq!(s["data"], json!({"a": "eA==", "p": "Zm9vYg=="}));
+        assert!(s.get("stringData").is_none());
         let mut ns = json!({"metadata": {"name": "team"}});
         apply("", "Namespace", &mut ns);
         assert_eq!(ns["metadata"]["labels"]["kubernetes.io/metadata.name"], "team");

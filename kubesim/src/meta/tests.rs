@@ -169,3 +169,17 @@ fn invalid_reads_as_the_real_servers() {
     assert_eq!(e.details["kind"], "Lease");
     assert_eq!(e.details["causes"][0]["field"], "metadata.resourceVersion");
 }
+
+#[test]
+fn immutable_config_maps_keep_their_data() {
+    let cm = ty("", "configmaps");
+    let old = create(&cm, Some("default"), json!({"metadata": {"name": "i"}, "data": {"k": "v"}, "immutable": true}))
+        .unwrap();
+    let mut new = old.clone();
+    new["data"]["k"] = json!("w");
+    let e = prepare_update(&cm, &old, new, Some("default"), Endpoint::Main).unwrap_err();
+    assert_eq!(e.message, "ConfigMap \"i\" is invalid: data: Forbidden: field is immutable when `immutable` is set");
+    let mut labels = old.clone();
+    labels["metadata"]["labels"] = json!({"a": "b"});
+    assert!(prepare_update(&cm, &old, labels, Some("default"), Endpoint::Main).is_ok());
+}

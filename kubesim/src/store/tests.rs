@@ -427,3 +427,19 @@ fn a_crd_serves_its_kind_until_deleted() {
     let bad = json!({"metadata": {"name": "x.example.com"}, "spec": {"group": "example.com"}});
     assert_eq!(h.create("apiextensions.k8s.io", "customresourcedefinitions", None, bad).unwrap_err().code, 422);
 }
+
+#[test]
+fn delete_collection_deletes_what_the_selector_selects() {
+    let mut h = H::new();
+    h.cm("a", json!({"app": "web"}));
+    h.cm("b", json!({"app": "db"}));
+    h.cm("c", json!({"app": "web"}));
+    let ty = h.ty("", "configmaps");
+    let sel =
+        crate::store::ListOptions { label_selector: Some("app=web".into()), limit: Some(1), ..Default::default() };
+    let gone = h.with(|s, w| s.delete_collection(&ty, Some("default"), &sel, &DeleteOptions::default(), w)).unwrap();
+    assert_eq!(gone.len(), 2);
+    let left = h.s.list(&ty, Some("default"), &Default::default()).unwrap();
+    assert_eq!(left.items.len(), 1);
+    assert_eq!(left.items[0]["metadata"]["name"], "b");
+}

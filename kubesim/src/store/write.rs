@@ -10,7 +10,7 @@ use crate::meta::{self, CreateCtx, Endpoint};
 use crate::patch::{Patch, apply_patch};
 use crate::resource::{ResourceType, crd_types};
 use crate::status::ApiError;
-use crate::store::options::{DeleteOptions, Deleted, Subresource, WriteCtx};
+use crate::store::options::{DeleteOptions, Deleted, ListOptions, Subresource, WriteCtx};
 use crate::store::state::{Store, scope};
 
 /// How many names a `generateName` create draws before giving up (the real server retries).
@@ -124,8 +124,12 @@ impl Store {
         Ok(out)
     }
 
+    /// The stored object served at `ty`'s version (so writes through another version of a CRD
+    /// compare like with like).
     fn stored_or_404(&self, ty: &ResourceType, ns: Option<&str>, name: &str) -> Result<Value, ApiError> {
-        self.stored(ty, ns, name).cloned().ok_or_else(|| ApiError::not_found(ty.what(name)))
+        let mut obj = self.stored(ty, ns, name).cloned().ok_or_else(|| ApiError::not_found(ty.what(name)))?;
+        meta::set_type(&mut obj, ty);
+        Ok(obj)
     }
 
     /// PUT on the object or `/status`: replaces it (rules of [`crate::meta`]). Errors: 404, 409
@@ -233,7 +237,7 @@ impl Store {
     ) -> Result<Value, ApiError> {
         let now = meta::rfc3339(w.now);
         let manager = w.field_manager.unwrap_or(w.actor).to_string();
-        let Some(live) = self.stored(ty, ns, name).cloned() else {
+        let Ok(live) = self.stored_or_404(ty, ns, name) else {
             if let Patch::Apply { .. } = patch {
                 let mut obj = apply_patch(None, patch, &ty.kind, &now, None)?;
                 if meta::name_of(&obj).is_empty() && obj.is_object() {
@@ -304,6 +308,29 @@ impl Store {
             return Ok(Deleted::Marked(new));
         }
         Ok(Deleted::Marked(self.commit(ty, ns, name, Some(old), Some(new), Verb::DeleteMarked, w)))
+    }
+}
+
+impl Store {
+    /// DELETE on a collection (`deletecollection`): deletes every object [`Store::list`] selects
+    /// with `list` (paging ignored), each as [`Store::delete`] with `opts`, in key order; stops
+    /// at the first error.
+    pub fn delete_collection(
+        &mut self,
+        ty: &ResourceType,
+        ns: Option<&str>,
+        list: &ListOptions,
+        opts: &DeleteOptions,
+        w: &mut WriteCtx<'_>,
+    ) -> Result<Vec<Deleted>, ApiError> {
+        let all = ListOptions { limit: None, continue_token: None, ..list.clone() };
+        let items = self.list(ty, ns, &all)?.items;
+        let mut out = Vec::new();
+        for item in items {
+            let item_ns = meta::namespace_of(&item).map(str::to_string);
+            out.push(self.delete(ty, item_ns.as_deref(), meta::name_of(&item), opts, w)?);
+        }
+        Ok(out)
     }
 }
 
