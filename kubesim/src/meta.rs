@@ -100,7 +100,9 @@ pub fn set_type(obj: &mut Value, ty: &ResourceType) {
     }
 }
 
-/// 400 when the body's `apiVersion`/`kind` differ from the URL's type (missing ones pass).
+/// 400 when the body's `apiVersion`/`kind` differ from the URL's type (missing ones pass); a
+/// custom resource's wrong kind is 422 (`X.group "n" is invalid: kind: Invalid value: "X": must
+/// be Kind`), as the real server's CR handler answers.
 pub fn check_type(obj: &Value, ty: &ResourceType) -> Result<(), ApiError> {
     if !obj.is_object() {
         return Err(ApiError::bad_request("the body of the request must be a JSON object"));
@@ -116,6 +118,14 @@ pub fn check_type(obj: &Value, ty: &ResourceType) -> Result<(), ApiError> {
     if let Some(kind) = obj["kind"].as_str().filter(|s| !s.is_empty())
         && kind != ty.kind
     {
+        if ty.crd.is_some() {
+            let name = name_of(obj);
+            let msg = format!("Invalid value: \"{kind}\": must be {}", ty.kind);
+            let mut e = invalid(ty, name, &[("FieldValueInvalid", "kind", msg.clone())]);
+            e.message = format!("{kind}.{} \"{name}\" is invalid: kind: {msg}", ty.group);
+            e.details["kind"] = json!(kind);
+            return Err(e);
+        }
         return Err(ApiError::bad_request(format!(
             "the kind in the data ({kind}) does not match the expected kind ({})",
             ty.kind

@@ -183,3 +183,24 @@ fn immutable_config_maps_keep_their_data() {
     labels["metadata"]["labels"] = json!({"a": "b"});
     assert!(prepare_update(&cm, &old, labels, Some("default"), Endpoint::Main).is_ok());
 }
+
+#[test]
+fn a_custom_resource_of_the_wrong_kind_is_invalid() {
+    let mut r = Registry::builtin();
+    let crd = json!({"metadata": {"name": "noxus.mygroup.example.com"},
+        "spec": {"group": "mygroup.example.com", "scope": "Namespaced", "names": {"plural": "noxus", "kind": "WishIHadChosenNoxu"},
+            "versions": [{"name": "v1beta1", "served": true, "storage": true}]}});
+    let t = r.add_crd(&crd).unwrap()[0].clone();
+    let e = create(&t, Some("ns"), json!({"kind": "SomethingElse", "metadata": {"name": "foo"}})).unwrap_err();
+    assert_eq!(e.code, 422);
+    assert_eq!(
+        e.message,
+        "SomethingElse.mygroup.example.com \"foo\" is invalid: kind: Invalid value: \"SomethingElse\": must be WishIHadChosenNoxu"
+    );
+    let e = create(&t, Some("ns"), json!({"apiVersion": "mygroup.example.com/v2", "metadata": {"name": "foo"}}))
+        .unwrap_err();
+    assert_eq!(
+        e.message,
+        "the API version in the data (mygroup.example.com/v2) does not match the expected API version (mygroup.example.com/v1beta1)"
+    );
+}
