@@ -2,8 +2,8 @@
 //! `rest.BeforeCreate` / `rest.BeforeUpdate` / `rest.BeforeDelete` and the types' strategies):
 //!
 //! - create: the body's `apiVersion`/`kind` must match the URL (400; missing ones are filled in);
-//!   `metadata.resourceVersion` must be empty (500, `resourceVersion should not be set on objects
-//!   to be created`, as the real storage layer answers); the namespace comes from the URL (400 if
+//!   `metadata.resourceVersion` must be empty (500 with an empty reason, `resourceVersion should
+//!   not be set on objects to be created`, as the real storage layer's plain error comes out); the namespace comes from the URL (400 if
 //!   the body names another, cleared for cluster-scoped types); `generateName` + 5 random
 //!   characters when the name is empty (422 when both are); the name is validated (422); uid,
 //!   `creationTimestamp` (RFC 3339, seconds) and, for types that track it, `generation: 1` are set;
@@ -180,9 +180,9 @@ pub struct CreateCtx<'a> {
 /// resourceVersion: the store sets it). The name is final: a `generateName` is resolved here.
 pub fn prepare_create(ty: &ResourceType, mut obj: Value, cx: CreateCtx<'_>) -> Result<Value, ApiError> {
     check_type(&obj, ty)?;
-    if let Some(rv) = rv_of(&obj) {
-        let _ = rv;
-        return Err(ApiError::internal("resourceVersion should not be set on objects to be created"));
+    if rv_of(&obj).is_some() {
+        // The storage layer's plain error: the real server answers 500 with an empty reason.
+        return Err(ApiError::new(500, "", "resourceVersion should not be set on objects to be created"));
     }
     check_namespace(&obj, ty, cx.ns)?;
     set_type(&mut obj, ty);

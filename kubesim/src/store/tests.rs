@@ -148,6 +148,8 @@ fn a_stale_update_is_a_conflict() {
     assert_eq!(out["data"]["k"], "v3", "ConfigMaps allow unconditional updates");
     let e = h.update("", "configmaps", json!({"metadata": {"name": "zz", "namespace": "default"}}), Subresource::Main);
     assert_eq!(e.unwrap_err().code, 404);
+    let e = h.update("", "configmaps", json!({"metadata": {"name": "a", "namespace": "default"}}), Subresource::Status);
+    assert_eq!(e.unwrap_err().message, "the server could not find the requested resource");
 }
 
 #[test]

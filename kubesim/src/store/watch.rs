@@ -90,7 +90,10 @@ impl Store {
     /// The events of `ty` (in `ns`, or all namespaces) after `after_rv` that the filter lets
     /// through, in resourceVersion order, with selector transitions (module docs). Errors: 410
     /// `too old resource version: N (M)` when events after `after_rv` were compacted (`M` is the
-    /// oldest resourceVersion still watchable).
+    /// oldest resourceVersion still watchable). Every event up to [`Store::rv`] was considered,
+    /// so a caller continues after `rv()` read under the same lock, even when the filter let
+    /// nothing through (otherwise a quiet selective watch would fall behind the compaction
+    /// window and get a spurious 410).
     pub fn watch_next(
         &self,
         ty: &ResourceType,

@@ -16,6 +16,14 @@ use crate::store::state::{Store, scope};
 /// How many names a `generateName` create draws before giving up (the real server retries).
 const GENERATE_TRIES: usize = 8;
 
+/// 404 for `/status` on a type without a status subresource, as the real router answers.
+fn check_subresource(ty: &ResourceType, sub: Subresource) -> Result<(), ApiError> {
+    if sub == Subresource::Status && !ty.status_subresource {
+        return Err(ApiError::new(404, "NotFound", "the server could not find the requested resource"));
+    }
+    Ok(())
+}
+
 fn endpoint(sub: Subresource) -> Endpoint {
     match sub {
         Subresource::Main => Endpoint::Main,
@@ -146,6 +154,7 @@ impl Store {
         sub: Subresource,
         w: &mut WriteCtx<'_>,
     ) -> Result<Value, ApiError> {
+        check_subresource(ty, sub)?;
         let old = self.stored_or_404(ty, ns, name)?;
         match meta::rv_of(&obj) {
             None if !ty.allow_unconditional_update => {
@@ -235,10 +244,11 @@ impl Store {
         sub: Subresource,
         w: &mut WriteCtx<'_>,
     ) -> Result<Value, ApiError> {
+        check_subresource(ty, sub)?;
         let now = meta::rfc3339(w.now);
         let manager = w.field_manager.unwrap_or(w.actor).to_string();
         let Ok(live) = self.stored_or_404(ty, ns, name) else {
-            if let Patch::Apply { .. } = patch {
+            if let (Patch::Apply { .. }, Subresource::Main) = (patch, sub) {
                 let mut obj = apply_patch(None, patch, &ty.kind, &now, None)?;
                 if meta::name_of(&obj).is_empty() && obj.is_object() {
                     obj["metadata"]["name"] = json!(name);
