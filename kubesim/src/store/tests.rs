@@ -445,3 +445,33 @@ fn delete_collection_deletes_what_the_selector_selects() {
     assert_eq!(left.items.len(), 1);
     assert_eq!(left.items[0]["metadata"]["name"], "b");
 }
+
+#[test]
+fn a_custom_resource_reads_and_writes_through_every_served_version() {
+    let mut h = H::new();
+    let mut two = crd();
+    two["spec"]["versions"] =
+        json!([{"name": "v1", "served": true, "storage": true}, {"name": "v1beta1", "served": true, "storage": false}]);
+    h.create("apiextensions.k8s.io", "customresourcedefinitions", None, two).unwrap();
+    let beta = h.s.registry().find("example.com", "v1beta1", "databases").unwrap().clone();
+    let v1 = h.ty("example.com", "databases");
+    let made = h
+        .with(|s, w| {
+            s.create(
+                &beta,
+                Some("default"),
+                json!({"apiVersion": "example.com/v1beta1", "metadata": {"name": "d"}, "spec": {"a": 1}}),
+                w,
+            )
+        })
+        .unwrap();
+    assert_eq!(made["apiVersion"], "example.com/v1beta1");
+    let mut got = h.s.get(&v1, Some("default"), "d").unwrap();
+    assert_eq!(got["apiVersion"], "example.com/v1");
+    got["spec"]["a"] = json!(2);
+    let out = h.with(|s, w| s.update(&v1, Some("default"), "d", got, Subresource::Main, w)).unwrap();
+    assert_eq!((out["spec"]["a"].clone(), out["metadata"]["generation"].clone()), (json!(2), json!(2)));
+    let listed = h.s.list(&beta, None, &Default::default()).unwrap();
+    assert_eq!(listed.items[0]["apiVersion"], "example.com/v1beta1");
+    assert_eq!(h.s.registry().groups().iter().find(|g| g.name == "example.com").unwrap().preferred_version(), "v1");
+}

@@ -59,8 +59,10 @@ fn crd_status(crd: &mut Value, now: &str) {
 }
 
 impl Store {
-    /// The single hook where managedFields of non-apply writes are recorded (work package B's
-    /// `crate::patch::record_update`, wired by the lead; a no-op until then).
+    /// The single hook where managedFields of creates and PUTs are recorded (work package B's
+    /// `crate::patch::record_update(old, new, manager, "Update", now)` with manager
+    /// `w.field_manager.unwrap_or(w.actor)`, wired by the lead; a no-op until then). Patches get
+    /// theirs from `apply_patch`.
     fn record_manager(&self, _old: Option<&Value>, _new: &mut Value, _w: &WriteCtx<'_>) {}
 
     fn check_namespace(&self, ty: &ResourceType, ns: Option<&str>, name: &str) -> Result<(), ApiError> {
@@ -121,7 +123,10 @@ impl Store {
             crd_types(&new)?;
             crd_status(&mut new, &now);
         }
-        self.record_manager(None, &mut new, w);
+        if verb != Verb::Patch {
+            // An apply that creates has its managedFields from `apply_patch` already.
+            self.record_manager(None, &mut new, w);
+        }
         if w.dry_run {
             return Ok(new);
         }
