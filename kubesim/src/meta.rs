@@ -20,7 +20,7 @@
 //!   subresource) changed.
 
 pub mod base64;
-mod defaults;
+pub mod defaults;
 mod diff;
 mod names;
 mod time;
