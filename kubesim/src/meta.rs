@@ -14,8 +14,10 @@
 //!   `deletionTimestamp` are kept from the stored object, a new `deletionTimestamp` is 422 (field is
 //!   immutable); no finalizer may be added once `deletionTimestamp` is set (422 Forbidden); on the
 //!   main endpoint of a type with a status subresource the stored status is kept; on `/status`
-//!   everything but `status` (and `managedFields`) is kept from the stored object, as the real
-//!   server does for custom resources (its Pod/Deployment status strategies also keep the spec);
+//!   custom resources keep everything but `status` (and `managedFields`) from the stored object,
+//!   built-ins everything outside `metadata` and `status` plus a few metadata fields per type
+//!   (the real status strategies: Deployment labels; Pod ownerReferences; CRD labels,
+//!   annotations, finalizers, ownerReferences);
 //!   `generation` increments when anything outside `metadata` (and `status` when it is a
 //!   subresource) changed.
 
@@ -306,6 +308,44 @@ fn check_deletion_fields(ty: &ResourceType, old: &Value, new: &Value) -> Result<
     Ok(())
 }
 
+fn copy_key(from: &Value, to: &mut Value, key: &str) {
+    match from.get(key) {
+        Some(v) => to[key] = v.clone(),
+        None => {
+            to.as_object_mut().map(|m| m.remove(key));
+        }
+    }
+}
+
+/// What a write through `/status` keeps from the stored object: custom resources keep
+/// everything but `status` and `managedFields`; built-ins keep everything outside `metadata`
+/// and `status`, and of the metadata Deployments keep the labels, Pods the ownerReferences,
+/// CRDs the labels, annotations, finalizers and ownerReferences (the real status strategies).
+fn status_update(ty: &ResourceType, old: &Value, new: Value) -> Value {
+    if ty.crd.is_some() {
+        let mut kept = old.clone();
+        copy_key(&new, &mut kept, "status");
+        match new["metadata"].get("managedFields") {
+            Some(mf) => meta_mut(&mut kept).insert("managedFields".into(), mf.clone()),
+            None => meta_mut(&mut kept).remove("managedFields"),
+        };
+        return kept;
+    }
+    let mut out = old.clone();
+    out["metadata"] = new["metadata"].clone();
+    copy_key(&new, &mut out, "status");
+    let meta_keys: &[&str] = match (ty.group.as_str(), ty.kind.as_str()) {
+        ("apps", "Deployment") => &["labels"],
+        ("", "Pod") => &["ownerReferences"],
+        ("apiextensions.k8s.io", _) => &["labels", "annotations", "finalizers", "ownerReferences"],
+        _ => &[],
+    };
+    for k in meta_keys {
+        copy_key(&old["metadata"], &mut out["metadata"], k);
+    }
+    out
+}
+
 /// ConfigMaps and Secrets with `immutable: true` refuse changes to their data and to `immutable`.
 fn check_immutable_data(ty: &ResourceType, old: &Value, new: &Value) -> Result<(), ApiError> {
     let data_type = ty.group.is_empty() && (ty.kind == "ConfigMap" || ty.kind == "Secret");
@@ -339,20 +379,7 @@ pub fn prepare_update(
     check_update_identity(ty, old, &new, ns)?;
     let mut new = match endpoint {
         Endpoint::Main => new,
-        Endpoint::Status => {
-            let mut kept = old.clone();
-            match new.get("status") {
-                Some(s) => kept["status"] = s.clone(),
-                None => {
-                    kept.as_object_mut().map(|m| m.remove("status"));
-                }
-            }
-            match new["metadata"].get("managedFields") {
-                Some(mf) => meta_mut(&mut kept).insert("managedFields".into(), mf.clone()),
-                None => meta_mut(&mut kept).remove("managedFields"),
-            };
-            kept
-        }
+        Endpoint::Status => status_update(ty, old, new),
     };
     check_deletion_fields(ty, old, &new)?;
     set_type(&mut new, ty);

@@ -117,6 +117,9 @@ fn set_values(rest: &str) -> Result<Vec<String>, ApiError> {
         .strip_prefix('(')
         .and_then(|r| r.strip_suffix(')'))
         .ok_or_else(|| parse_err(format!("found '{}', expected: '('", rest.trim())))?;
+    if inner.trim().is_empty() {
+        return Err(parse_err("for 'in', 'notin' operators, values set can't be empty"));
+    }
     let values: Vec<String> = inner.split(',').map(|v| v.trim().to_string()).collect();
     for v in &values {
         valid_value(v)?;
@@ -403,7 +406,7 @@ mod tests {
 
     #[test]
     fn bad_label_selectors_are_400() {
-        for s in ["app in front", "a b", "x=a b", "=x", "app,", "app)", "n>x", "-bad=x"] {
+        for s in ["app in front", "a b", "x=a b", "=x", "app,", "app)", "n>x", "-bad=x", "app in ()", "app in (a"] {
             let e = LabelSelector::parse(s).unwrap_err();
             assert_eq!((e.code, e.reason), (400, "BadRequest"), "{s}");
         }

@@ -100,9 +100,11 @@ fn status_endpoint_keeps_all_but_status() {
     new["spec"]["replicas"] = json!(5);
     new["metadata"]["labels"] = json!({"x": "y"});
     new["status"] = json!({"readyReplicas": 1});
+    new["metadata"]["annotations"] = json!({"note": "x"});
     let out = prepare_update(&d, &old, new, Some("default"), Endpoint::Status).unwrap();
     assert_eq!(out["spec"]["replicas"], 1);
-    assert!(out["metadata"].get("labels").is_none());
+    assert!(out["metadata"].get("labels").is_none(), "Deployment status keeps the labels");
+    assert_eq!(out["metadata"]["annotations"]["note"], "x", "but takes other metadata");
     assert_eq!(out["status"], json!({"readyReplicas": 1}));
     assert_eq!(out["metadata"]["generation"], 1);
 }
@@ -203,4 +205,21 @@ fn a_custom_resource_of_the_wrong_kind_is_invalid() {
         e.message,
         "the API version in the data (mygroup.example.com/v2) does not match the expected API version (mygroup.example.com/v1beta1)"
     );
+}
+
+#[test]
+fn custom_resource_status_keeps_all_metadata() {
+    let mut r = Registry::builtin();
+    let crd = json!({"metadata": {"name": "dbs.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "dbs", "kind": "Db"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "subresources": {"status": {}}}]}});
+    let t = r.add_crd(&crd).unwrap()[0].clone();
+    let old = create(&t, Some("ns"), json!({"metadata": {"name": "d"}, "spec": {"a": 1}})).unwrap();
+    let mut new = old.clone();
+    new["metadata"]["annotations"] = json!({"note": "x"});
+    new["spec"]["a"] = json!(2);
+    new["status"] = json!({"ok": true});
+    let out = prepare_update(&t, &old, new, Some("ns"), Endpoint::Status).unwrap();
+    assert!(out["metadata"].get("annotations").is_none());
+    assert_eq!((out["spec"]["a"].clone(), out["status"]["ok"].clone()), (json!(1), json!(true)));
 }
