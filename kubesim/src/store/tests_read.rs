@@ -243,3 +243,26 @@ fn leaving_a_selector_is_a_delete_to_that_watcher() {
     assert_eq!(events[0].object["metadata"]["labels"]["app"], "web", "DELETED shows the state that matched");
     assert_eq!(H::rv_of(&events[0].object), H::rv_of(&out));
 }
+
+#[test]
+fn a_pod_bound_later_enters_a_node_watch() {
+    let mut h = H::new();
+    let pods = h.ty("", "pods");
+    let o = WatchOptions { field_selector: Some("spec.nodeName=n1".into()), ..Default::default() };
+    let start = h.s.watch_start(&pods, None, &o).unwrap();
+    assert!(start.events.is_empty());
+    let pod =
+        h.create("", "pods", Some("default"), json!({"metadata": {"name": "p"}, "spec": {"containers": []}})).unwrap();
+    let mut bound = pod.clone();
+    bound["spec"]["nodeName"] = json!("n1");
+    h.update("", "pods", bound, Subresource::Main).unwrap();
+    let events = h.s.watch_next(&pods, None, &start.filter, start.after_rv).unwrap();
+    assert_eq!(kinds(&events), [(EventKind::Added, "p".into())]);
+    assert_eq!(events[0].object["spec"]["nodeName"], "n1");
+}
+
+#[test]
+fn the_store_can_move_between_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<crate::store::Store>();
+}
