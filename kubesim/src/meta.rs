@@ -346,6 +346,27 @@ fn status_update(ty: &ResourceType, old: &Value, new: Value) -> Value {
     out
 }
 
+/// A Service keeps its allocated cluster IPs when an update leaves them out; changing them is
+/// 422 (`spec.clusterIPs[0]: Invalid value: …: may not change once set`).
+fn keep_cluster_ip(ty: &ResourceType, old: &Value, new: &mut Value) -> Result<(), ApiError> {
+    if !(ty.group.is_empty() && ty.kind == "Service") || !new["spec"].is_object() {
+        return Ok(());
+    }
+    let old_ip = &old["spec"]["clusterIP"];
+    match new["spec"]["clusterIP"].as_str() {
+        None | Some("") => {
+            new["spec"]["clusterIP"] = old_ip.clone();
+            new["spec"]["clusterIPs"] = old["spec"]["clusterIPs"].clone();
+            Ok(())
+        }
+        Some(ip) if old_ip.as_str().is_some_and(|o| o != ip) => {
+            let msg = format!("Invalid value: []string{{\"{ip}\"}}: may not change once set");
+            Err(invalid(ty, name_of(old), &[("FieldValueInvalid", "spec.clusterIPs[0]", msg)]))
+        }
+        Some(_) => Ok(()),
+    }
+}
+
 /// ConfigMaps and Secrets with `immutable: true` refuse changes to their data and to `immutable`.
 fn check_immutable_data(ty: &ResourceType, old: &Value, new: &Value) -> Result<(), ApiError> {
     let data_type = ty.group.is_empty() && (ty.kind == "ConfigMap" || ty.kind == "Secret");
@@ -385,6 +406,7 @@ pub fn prepare_update(
     set_type(&mut new, ty);
     defaults::apply(&ty.group, &ty.kind, &mut new);
     check_immutable_data(ty, old, &new)?;
+    keep_cluster_ip(ty, old, &mut new)?;
     if endpoint == Endpoint::Main && ty.status_subresource {
         match old.get("status") {
             Some(s) => new["status"] = s.clone(),

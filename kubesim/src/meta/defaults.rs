@@ -7,7 +7,7 @@
 //! `terminationGracePeriodSeconds: 30`, container `terminationMessagePath`/`Policy`,
 //! `imagePullPolicy` (`Always` for `:latest` or untagged images, else `IfNotPresent`), port
 //! `protocol: TCP`; CRD `names.singular`/`listKind`, `conversion.strategy: None`. No cluster IPs are
-//! allocated (a known difference).
+//! allocated here (the store hands them out).
 
 use serde_json::{Value, json};
 

@@ -28,6 +28,8 @@ pub struct Store {
     pub(crate) logs: BTreeMap<String, TypeLog>,
     pub(crate) writes: Vec<Write>,
     pub(crate) leases: Vec<(ObjectRef, LeaseChange)>,
+    /// Service cluster IPs handed out so far.
+    pub(crate) cluster_ips: u64,
 }
 
 /// The storage key of an object: `ns/name`, or `name` for cluster-scoped objects.
@@ -50,6 +52,7 @@ impl Store {
             logs: BTreeMap::new(),
             writes: Vec::new(),
             leases: Vec::new(),
+            cluster_ips: 0,
             config,
         };
         let ns_type = store.registry.find("", "v1", "namespaces").expect("builtin").clone();

@@ -475,3 +475,27 @@ fn a_custom_resource_reads_and_writes_through_every_served_version() {
     assert_eq!(listed.items[0]["apiVersion"], "example.com/v1beta1");
     assert_eq!(h.s.registry().groups().iter().find(|g| g.name == "example.com").unwrap().preferred_version(), "v1");
 }
+
+#[test]
+fn services_get_a_cluster_ip_that_sticks() {
+    let mut h = H::new();
+    let svc = json!({"metadata": {"name": "web"}, "spec": {"ports": [{"port": 80}]}});
+    let a = h.create("", "services", Some("default"), svc).unwrap();
+    assert_eq!(a["spec"]["clusterIP"], "10.96.0.10");
+    assert_eq!(a["spec"]["clusterIPs"], json!(["10.96.0.10"]));
+    assert_eq!(a["spec"]["type"], "ClusterIP");
+    let b = h
+        .create("", "services", Some("default"), json!({"metadata": {"name": "db"}, "spec": {"clusterIP": "None"}}))
+        .unwrap();
+    assert_eq!(b["spec"]["clusterIP"], "None");
+    let mut u = a.clone();
+    u["spec"].as_object_mut().unwrap().remove("clusterIP");
+    u["spec"]["ports"][0]["port"] = json!(81);
+    let out = h.update("", "services", u, Subresource::Main).unwrap();
+    assert_eq!(out["spec"]["clusterIP"], "10.96.0.10");
+    let mut moved = out.clone();
+    moved["spec"]["clusterIP"] = json!("10.96.0.99");
+    assert_eq!(h.update("", "services", moved, Subresource::Main).unwrap_err().code, 422);
+    let c = h.create("", "services", Some("default"), json!({"metadata": {"name": "c"}, "spec": {}})).unwrap();
+    assert_eq!(c["spec"]["clusterIP"], "10.96.0.11");
+}

@@ -65,6 +65,34 @@ impl Store {
     /// theirs from `apply_patch`.
     fn record_manager(&self, _old: Option<&Value>, _new: &mut Value, _w: &WriteCtx<'_>) {}
 
+    /// Gives a Service without `spec.clusterIP` the next address of 10.96.0.0/12 from 10.96.0.10
+    /// on (the real allocator draws at random; headless `None` and `ExternalName` get none), with
+    /// `clusterIPs`, `ipFamilies: [IPv4]`, `ipFamilyPolicy: SingleStack`,
+    /// `internalTrafficPolicy: Cluster`.
+    fn allocate_cluster_ip(&mut self, svc: &mut Value, commit: bool) {
+        let spec = &mut svc["spec"];
+        if !spec.is_object() || spec["type"] == "ExternalName" {
+            return;
+        }
+        let ip = match spec["clusterIP"].as_str().filter(|s| !s.is_empty()) {
+            Some(ip) => ip.to_string(),
+            None => {
+                let n = self.cluster_ips + 10;
+                if commit {
+                    self.cluster_ips += 1;
+                }
+                format!("10.{}.{}.{}", 96 + (n >> 16) % 16, (n >> 8) & 255, n & 255)
+            }
+        };
+        spec["clusterIP"] = json!(ip);
+        spec["clusterIPs"] = json!([ip]);
+        if ip != "None" {
+            spec["ipFamilies"] = json!(["IPv4"]);
+            spec["ipFamilyPolicy"] = json!("SingleStack");
+        }
+        spec["internalTrafficPolicy"] = json!("Cluster");
+    }
+
     fn check_namespace(&self, ty: &ResourceType, ns: Option<&str>, name: &str) -> Result<(), ApiError> {
         if !ty.namespaced {
             return Ok(());
@@ -119,6 +147,9 @@ impl Store {
         };
         let name = meta::name_of(&new).to_string();
         self.check_namespace(ty, ns, &name)?;
+        if ty.group.is_empty() && ty.kind == "Service" {
+            self.allocate_cluster_ip(&mut new, !w.dry_run);
+        }
         if ty.is_crd() {
             crd_types(&new)?;
             crd_status(&mut new, &now);
