@@ -349,7 +349,7 @@ fn status_update(ty: &ResourceType, old: &Value, new: Value) -> Value {
 /// A Service keeps its allocated cluster IPs when an update leaves them out; changing them is
 /// 422 (`spec.clusterIPs[0]: Invalid value: …: may not change once set`).
 fn keep_cluster_ip(ty: &ResourceType, old: &Value, new: &mut Value) -> Result<(), ApiError> {
-    if !(ty.group.is_empty() && ty.kind == "Service") || !new["spec"].is_object() {
+    if !(ty.group.is_empty() && ty.kind == "Service" && new["spec"].is_object()) {
         return Ok(());
     }
     let old_ip = &old["spec"]["clusterIP"];
