@@ -26,7 +26,7 @@ mod token;
 mod watch;
 mod write;
 
-pub use self::list::{CONTINUE_EXPIRED, LIST_EXPIRED, too_large, too_old};
+pub use self::list::{CONTINUE_EXPIRED, LIST_EXPIRED, parse_rv, too_large, too_old};
 pub use self::options::{
     Compaction, DeleteOptions, Deleted, EventKind, List, ListOptions, StoreConfig, Subresource, WatchEvent,
     WatchFilter, WatchOptions, WatchStart, WriteCtx,
