@@ -14,7 +14,9 @@
 //!   another manager owns them (or something below them); maps left empty by that removal and
 //!   owned by nobody go too;
 //! - the applier's `Apply` entry then owns exactly the configuration's fields;
-//! - apply on a missing object (`live` None) creates it from the configuration.
+//! - apply on a missing object (`live` None) creates it from the configuration; on an object
+//!   without managedFields, its fields first go to a `before-first-apply` `Update` manager (as
+//!   the real server's `skipNonAppliedManager`), so applying a different value conflicts.
 //!
 //! Known differences: a manager never conflicts with its own other entries (the real server
 //! keys managers by name, operation and apiVersion, so an `Update` entry of the same name can
@@ -46,7 +48,7 @@ pub fn server_side_apply(
     if config.pointer("/metadata/managedFields").is_some_and(|m| !m.is_null()) {
         return Err(ApiError::bad_request("metadata.managedFields must be nil"));
     }
-    let mut entries = live.map(read).unwrap_or_default();
+    let mut entries = live.map(|l| entries_of(l, now)).unwrap_or_default();
     let mut merged = live.cloned().unwrap_or_else(|| json!({}));
     if let Some(m) = merged.get_mut("metadata").and_then(Value::as_object_mut) {
         m.remove("managedFields");
@@ -74,8 +76,7 @@ pub fn server_side_apply(
 
     let mine = |e: &Entry| e.manager == manager && e.operation == "Apply" && e.subresource.as_deref() == subresource;
     let previous = entries.iter().find(|e| mine(e)).map(|e| e.fields.clone()).unwrap_or_default();
-    let others: Vec<FieldPath> =
-        entries.iter().filter(|e| !mine(e)).flat_map(|e| e.fields.iter().cloned()).collect();
+    let others: Vec<FieldPath> = entries.iter().filter(|e| !mine(e)).flat_map(|e| e.fields.iter().cloned()).collect();
     let claimed = |p: &FieldPath| others.iter().chain(owned.iter()).any(|o| under(o, p));
     for p in previous.difference(&owned) {
         if !claimed(p) && remove(&mut merged, p) {
@@ -84,12 +85,8 @@ pub fn server_side_apply(
     }
     forget(&mut entries, &gone_paths(&before, &merged, kind));
 
-    let api_version = config
-        .get("apiVersion")
-        .or_else(|| before.get("apiVersion"))
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
+    let api_version =
+        config.get("apiVersion").or_else(|| before.get("apiVersion")).and_then(Value::as_str).unwrap_or("").to_string();
     let unchanged = merged == before && previous == owned;
     match entries.iter_mut().find(|e| mine(e)) {
         Some(e) => {
@@ -114,6 +111,29 @@ pub fn server_side_apply(
     write(&mut merged, entries);
     Ok(merged)
 }
+
+/// The live object's entries; an object nobody manages yet gets one `before-first-apply`
+/// `Update` entry owning all its fields, as the real server does on the first apply.
+fn entries_of(live: &Value, now: &str) -> Vec<Entry> {
+    let entries = read(live);
+    if !entries.is_empty() {
+        return entries;
+    }
+    let kind = live.get("kind").and_then(Value::as_str).unwrap_or("");
+    let (mut fields, _) = diff(kind, &json!({}), live);
+    fields.retain(|p| !stripped(p));
+    vec![Entry {
+        manager: BEFORE_FIRST_APPLY.into(),
+        operation: "Update".into(),
+        api_version: live.get("apiVersion").and_then(Value::as_str).unwrap_or("").to_string(),
+        time: now.to_string(),
+        subresource: None,
+        fields,
+    }]
+}
+
+/// The manager the real server names the owner of an object's fields before its first apply.
+pub const BEFORE_FIRST_APPLY: &str = "before-first-apply";
 
 /// The fields removed from the object by this apply (no one owns them any more).
 fn gone_paths(before: &Value, after: &Value, kind: &str) -> super::fields::FieldSet {

@@ -27,8 +27,11 @@ fn apply_creates_and_owns_the_configuration() {
     let out = ssa(None, &cfg, "a", false).unwrap();
     assert_eq!(out["spec"]["replicas"], 2);
     assert_eq!(out["metadata"]["name"], "d");
-    assert_eq!(out["metadata"]["managedFields"], json!([{"manager": "a", "operation": "Apply",
-        "apiVersion": "apps/v1", "time": T1, "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:replicas": {}}}}]));
+    assert_eq!(
+        out["metadata"]["managedFields"],
+        json!([{"manager": "a", "operation": "Apply",
+        "apiVersion": "apps/v1", "time": T1, "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:replicas": {}}}}])
+    );
 }
 
 #[test]
@@ -37,8 +40,11 @@ fn a_different_value_conflicts_with_the_owner_and_force_takes_it() {
     let e = ssa(Some(&live), &deploy(json!({"replicas": 3})), "b", false).unwrap_err();
     assert_eq!((e.code, e.reason), (409, "Conflict"));
     assert_eq!(e.message, "Apply failed with 1 conflict: conflict with \"a\": .spec.replicas");
-    assert_eq!(e.details, json!({"causes": [{"reason": "FieldManagerConflict",
-        "message": "conflict with \"a\"", "field": ".spec.replicas"}]}));
+    assert_eq!(
+        e.details,
+        json!({"causes": [{"reason": "FieldManagerConflict",
+        "message": "conflict with \"a\"", "field": ".spec.replicas"}]})
+    );
 
     let out = ssa(Some(&live), &deploy(json!({"replicas": 3})), "b", true).unwrap();
     assert_eq!(out["spec"]["replicas"], 3);
@@ -92,17 +98,23 @@ fn containers_merge_by_name_and_an_unapplied_one_goes() {
     let cs = &out["spec"]["template"]["spec"]["containers"];
     assert_eq!(cs, &json!([{"name": "app", "image": "app:2", "resources": {"limits": {"cpu": "1"}}}]));
     let fv = &owners(&out)[0].1;
-    assert_eq!(fv["f:spec"]["f:template"]["f:spec"]["f:containers"]["k:{\"name\":\"app\"}"],
-        json!({".": {}, "f:image": {}, "f:name": {}}));
+    assert_eq!(
+        fv["f:spec"]["f:template"]["f:spec"]["f:containers"]["k:{\"name\":\"app\"}"],
+        json!({".": {}, "f:image": {}, "f:name": {}})
+    );
 }
 
 #[test]
 fn image_conflicts_print_the_keyed_path_and_several_conflicts_are_grouped() {
     let cfg = deploy(json!({"replicas": 1, "template": {"spec": {"containers": [{"name": "app", "image": "app:1"}]}}}));
     let live = ssa(None, &cfg, "a", false).unwrap();
-    let cfg2 = deploy(json!({"replicas": 2, "template": {"spec": {"containers": [{"name": "app", "image": "app:2"}]}}}));
+    let cfg2 =
+        deploy(json!({"replicas": 2, "template": {"spec": {"containers": [{"name": "app", "image": "app:2"}]}}}));
     let e = ssa(Some(&live), &cfg2, "b", false).unwrap_err();
-    assert_eq!(e.message, "Apply failed with 2 conflicts: conflicts with \"a\":\n- .spec.replicas\n- .spec.template.spec.containers[name=\"app\"].image");
+    assert_eq!(
+        e.message,
+        "Apply failed with 2 conflicts: conflicts with \"a\":\n- .spec.replicas\n- .spec.template.spec.containers[name=\"app\"].image"
+    );
     assert_eq!(e.details["causes"][1]["field"], ".spec.template.spec.containers[name=\"app\"].image");
 }
 
@@ -127,8 +139,23 @@ fn a_no_op_apply_keeps_the_time_and_a_status_apply_is_marked() {
     let live = server_side_apply(None, &cfg, "Deployment", "a", false, T0, None).unwrap();
     let again = ssa(Some(&live), &cfg, "a", false).unwrap();
     assert_eq!(again, live);
-    let st = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}, "status": {"replicas": 2}});
+    let st =
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}, "status": {"replicas": 2}});
     let out = server_side_apply(Some(&live), &st, "Deployment", "ctl", false, T1, Some("status")).unwrap();
     assert_eq!(out["metadata"]["managedFields"][1]["subresource"], "status");
     assert_eq!(out["spec"]["replicas"], 2);
+}
+
+#[test]
+fn an_unmanaged_object_is_owned_before_the_first_apply() {
+    let live = deploy(json!({"replicas": 1, "paused": false}));
+    let e = ssa(Some(&live), &deploy(json!({"replicas": 3})), "a", false).unwrap_err();
+    assert_eq!(
+        e.message,
+        "Apply failed with 1 conflict: conflict with \"before-first-apply\" using apps/v1: .spec.replicas"
+    );
+    let out = ssa(Some(&live), &deploy(json!({"replicas": 3})), "a", true).unwrap();
+    let o = owners(&out);
+    assert_eq!(o[0], ("a".to_string(), json!({"f:spec": {"f:replicas": {}}})));
+    assert_eq!(o[1], (BEFORE_FIRST_APPLY.to_string(), json!({"f:spec": {"f:paused": {}}})));
 }

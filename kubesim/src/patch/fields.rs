@@ -325,10 +325,13 @@ mod tests {
             "spec": {"replicas": 2, "template": {"spec": {"containers": [{"name": "app", "image": "i"}]}}}});
         let set = config_set("Deployment", &cfg);
         let tree = to_fields_v1(&set);
-        assert_eq!(tree, json!({
+        assert_eq!(
+            tree,
+            json!({
             "f:metadata": {"f:labels": {"f:a": {}}},
             "f:spec": {"f:replicas": {}, "f:template": {"f:spec": {"f:containers": {
-                "k:{\"name\":\"app\"}": {".": {}, "f:image": {}, "f:name": {}}}}}}}));
+                "k:{\"name\":\"app\"}": {".": {}, "f:image": {}, "f:name": {}}}}}}})
+        );
         assert_eq!(from_fields_v1(&tree), set);
     }
 
@@ -337,8 +340,11 @@ mod tests {
         let old = json!({"metadata": {"name": "c"}, "data": {"a": "1"}});
         let new = json!({"metadata": {"name": "c", "labels": {"x": "y"}}, "data": {"a": "2"}, "immutable": false});
         let (changed, removed) = diff("ConfigMap", &old, &new);
-        assert_eq!(to_fields_v1(&changed), json!({"f:data": {"f:a": {}}, "f:immutable": {},
-            "f:metadata": {"f:labels": {".": {}, "f:x": {}}}}));
+        assert_eq!(
+            to_fields_v1(&changed),
+            json!({"f:data": {"f:a": {}}, "f:immutable": {},
+            "f:metadata": {"f:labels": {".": {}, "f:x": {}}}})
+        );
         assert!(removed.is_empty());
         let (_, removed) = diff("ConfigMap", &new, &old);
         assert_eq!(removed, [p(&["f:immutable"]), p(&["f:metadata", "f:labels"])].into_iter().collect());
@@ -346,7 +352,8 @@ mod tests {
 
     #[test]
     fn paths_read_print_and_remove() {
-        let mut v = json!({"metadata": {"finalizers": ["a", "b"]}, "spec": {"containers": [{"name": "x", "image": "i"}]}});
+        let mut v =
+            json!({"metadata": {"finalizers": ["a", "b"]}, "spec": {"containers": [{"name": "x", "image": "i"}]}});
         let img = p(&["f:spec", "f:containers", "k:{\"name\":\"x\"}", "f:image"]);
         assert_eq!(get(&v, &img), Some(&json!("i")));
         assert_eq!(display(&img), ".spec.containers[name=\"x\"].image");

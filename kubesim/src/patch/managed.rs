@@ -178,9 +178,12 @@ mod tests {
     fn a_create_owns_everything_it_set() {
         let mut new = cm(json!({"a": "1"}));
         record_write(None, &mut new, "kubectl", "Update", T0, None);
-        assert_eq!(new["metadata"]["managedFields"], json!([{"manager": "kubectl", "operation": "Update",
+        assert_eq!(
+            new["metadata"]["managedFields"],
+            json!([{"manager": "kubectl", "operation": "Update",
             "apiVersion": "v1", "time": T0, "fieldsType": "FieldsV1",
-            "fieldsV1": {"f:data": {".": {}, "f:a": {}}}}]));
+            "fieldsV1": {"f:data": {".": {}, "f:a": {}}}}])
+        );
     }
 
     #[test]

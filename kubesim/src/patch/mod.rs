@@ -32,8 +32,19 @@
 //!    `managedFields` on a non-apply write is ignored (real: a valid one replaces, `[{}]` clears).
 //! 7. An `Update` owns a map itself (`".": {}`) only for the map fields [`schema::is_map`] knows
 //!    (`data`, `labels`, `annotations`, …); other objects count as structs.
-//! 8. kubesim does not strip `metadata.deletionTimestamp`'s siblings only: also
-//!    `deletionTimestamp` and `deletionGracePeriodSeconds` are untracked (server-set).
+//! 8. Untracked paths: the real server's list (`apiVersion`, `kind`, `metadata.name`, `uid`,
+//!    `resourceVersion`, …) plus `metadata.deletionTimestamp` and
+//!    `metadata.deletionGracePeriodSeconds` (server-set).
+//! 9. Conflicts list each manager's paths in kubesim's sorted order of `FieldsV1` elements
+//!    (the real server: structured-merge-diff's path order; the same for plain field names).
+//!
+//! Sources: the apply conflict message and causes were read in apimachinery's
+//! `managedfields/internal/conflict.go` (`printManager`, `getConflictMessage`,
+//! `NewConflictError`); the JSON-patch 422 is kubernetes PR #68346 (`NewGenericServerResponse`
+//! in apiserver's `patch.go`) and the body clients report (java-operator-sdk#2759). From
+//! memory of the sources, not re-read here (for the differential suite to confirm): the
+//! managedFields order (`sortEncodedManagedFields`), `before-first-apply`, the untracked
+//! metadata (`StripMetaManager`), the strategic directives and the CR 415 message.
 
 pub mod apply;
 pub mod fields;
@@ -138,4 +149,63 @@ pub fn record_update_to(
     subresource: Option<&str>,
 ) {
     managed::record_write(old, new, manager, operation, now, subresource);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const T0: &str = "2026-01-01T00:00:00Z";
+    const T1: &str = "2026-01-01T00:00:01Z";
+
+    fn cm() -> Value {
+        let mut v = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1"}});
+        record_update(None, &mut v, "creator", "Update", T0);
+        v
+    }
+
+    #[test]
+    fn a_merge_patch_is_recorded_for_its_manager() {
+        let patch = Patch::Merge(json!({"data": {"b": "2"}, "metadata": {"managedFields": null}}));
+        let out = apply_patch(Some(&cm()), &patch, "ConfigMap", T1, Some("patcher")).unwrap();
+        assert_eq!(out["data"], json!({"a": "1", "b": "2"}));
+        let mf = out["metadata"]["managedFields"].as_array().unwrap();
+        assert_eq!(mf.len(), 2, "a patch cannot drop managedFields: {out}");
+        assert_eq!(mf[1]["manager"], "patcher");
+        assert_eq!(mf[1]["fieldsV1"], json!({"f:data": {"f:b": {}}}));
+        let untracked = apply_patch(Some(&cm()), &patch, "ConfigMap", T1, None).unwrap();
+        assert_eq!(untracked["metadata"]["managedFields"], cm()["metadata"]["managedFields"]);
+    }
+
+    #[test]
+    fn each_patch_type_dispatches() {
+        let live = cm();
+        let j = Patch::Json(json!([{"op": "test", "path": "/data/a", "value": "2"}]));
+        assert_eq!(apply_patch(Some(&live), &j, "ConfigMap", T1, None).unwrap_err().code, 422);
+        let s = Patch::Strategic(json!({"data": {"a": null}}));
+        let out = apply_patch(Some(&live), &s, "ConfigMap", T1, Some("s")).unwrap();
+        assert_eq!(out["data"], json!({}));
+        assert_eq!(apply_patch(None, &s, "ConfigMap", T1, None).unwrap_err().code, 404);
+        let a = Patch::Apply {
+            body: json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
+            "data": {"a": "9"}}),
+            manager: "ssa".into(),
+            force: false,
+        };
+        let e = apply_patch(Some(&live), &a, "ConfigMap", T1, None).unwrap_err();
+        assert_eq!(e.message, "Apply failed with 1 conflict: conflict with \"creator\" using v1: .data.a");
+        let created = apply_patch(None, &a, "ConfigMap", T1, None).unwrap();
+        assert_eq!(created["metadata"]["managedFields"][0]["operation"], "Apply");
+        let st = apply_patch_to(
+            Some(&live),
+            &Patch::Merge(json!({"data": {"c": "3"}})),
+            "ConfigMap",
+            T1,
+            Some("k"),
+            Some("status"),
+        )
+        .unwrap();
+        assert_eq!(st["metadata"]["managedFields"][1]["subresource"], "status");
+    }
 }

@@ -21,17 +21,8 @@ pub enum ListType {
 }
 
 /// The kinds kubesim serves as built-ins (strategic merge works on these only).
-pub const BUILTIN_KINDS: &[&str] = &[
-    "Namespace",
-    "ConfigMap",
-    "Secret",
-    "Pod",
-    "Service",
-    "Deployment",
-    "Lease",
-    "Event",
-    "CustomResourceDefinition",
-];
+pub const BUILTIN_KINDS: &[&str] =
+    &["Namespace", "ConfigMap", "Secret", "Pod", "Service", "Deployment", "Lease", "Event", "CustomResourceDefinition"];
 
 /// Whether `kind` is one of [`BUILTIN_KINDS`].
 pub fn is_builtin(kind: &str) -> bool {
@@ -77,9 +68,7 @@ pub fn list_type(kind: &str, names: &[&str]) -> ListType {
         "ports" if matches!(parent, "containers" | "initContainers" | "ephemeralContainers") => {
             ListType::Map("containerPort")
         }
-        "env" | "volumes" | "imagePullSecrets" | "schedulingGates" | "resourceClaims" => {
-            ListType::Map("name")
-        }
+        "env" | "volumes" | "imagePullSecrets" | "schedulingGates" | "resourceClaims" => ListType::Map("name"),
         "volumeMounts" => ListType::Map("mountPath"),
         "volumeDevices" => ListType::Map("devicePath"),
         "hostAliases" | "podIPs" | "hostIPs" => ListType::Map("ip"),
@@ -97,8 +86,7 @@ pub fn is_map(kind: &str, names: &[&str]) -> bool {
     match last {
         "labels" | "annotations" => true,
         _ if !is_builtin(kind) => false,
-        "data" | "binaryData" | "stringData" | "matchLabels" | "nodeSelector" | "limits"
-        | "requests" => true,
+        "data" | "binaryData" | "stringData" | "matchLabels" | "nodeSelector" | "limits" | "requests" => true,
         "selector" => kind == "Service" && names == ["spec", "selector"],
         _ => false,
     }

@@ -177,7 +177,10 @@ fn merge_list(
             return Err(ApiError::bad_request(format!("the list items of {} must be objects", names.join("."))));
         };
         let Some(k) = p.get(mk) else {
-            return Err(ApiError::bad_request(format!("map: {p:?} does not contain declared merge key: {mk}")));
+            return Err(ApiError::bad_request(format!(
+                "map: {} does not contain declared merge key: {mk}",
+                Value::Object(p.clone())
+            )));
         };
         let at = live.iter().position(|l| l.get(mk) == Some(k));
         match (at, directive(p)?) {
@@ -186,10 +189,10 @@ fn merge_list(
             }
             (None, Some("delete")) => {}
             (Some(i), _) => {
-                if let Value::Object(l) = &mut live[i] {
-                    if let Outcome::Delete = merge_map(kind, names, l, p)? {
-                        live.remove(i);
-                    }
+                if let Value::Object(l) = &mut live[i]
+                    && let Outcome::Delete = merge_map(kind, names, l, p)?
+                {
+                    live.remove(i);
                 }
             }
             (None, _) => live.push(Value::Object(plain(p))),
