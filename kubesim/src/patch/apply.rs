@@ -31,7 +31,7 @@ use crate::status::ApiError;
 use serde_json::{Map, Value, json};
 
 /// Applies `config` as `manager` (see the module docs); `subresource` is `Some("status")` for
-/// an apply to `/status`. Errors: 400 for a configuration that is not an object or carries
+/// an apply to `/status`. Errors: 422 for an empty `manager`, 400 for a configuration that is not an object or carries
 /// `metadata.managedFields`; 409 for conflicts without `force`.
 pub fn server_side_apply(
     live: Option<&Value>,
@@ -42,6 +42,7 @@ pub fn server_side_apply(
     now: &str,
     subresource: Option<&str>,
 ) -> Result<Value, ApiError> {
+    super::options::validate_patch_options(true, Some(manager), force)?;
     if !config.is_object() {
         return Err(ApiError::bad_request("an apply configuration must be an object"));
     }

@@ -14,6 +14,9 @@
 //! - [`record_update`]: managedFields for non-apply writes (module [`managed`]): creates,
 //!   updates and merge/JSON/strategic patches own the fields they changed.
 //!
+//! - [`validate_patch_options`]: the real server's 422s for an apply without `fieldManager` and
+//!   `force` on a non-apply patch (module [`options`]; the HTTP layer calls it).
+//!
 //! Field sets and their `FieldsV1` encoding are in [`fields`].
 //!
 //! Known differences from the real server (each also in its module's docs):
@@ -35,27 +38,31 @@
 //! 8. Untracked paths: the real server's list (`apiVersion`, `kind`, `metadata.name`, `uid`,
 //!    `resourceVersion`, …) plus `metadata.deletionTimestamp` and
 //!    `metadata.deletionGracePeriodSeconds` (server-set).
-//! 9. Conflicts list each manager's paths in kubesim's sorted order of `FieldsV1` elements
-//!    (the real server: structured-merge-diff's path order; the same for plain field names).
+//! 9. `PatchOptions`: `fieldManager` length and characters are not checked.
+//! 10. Conflicts list each manager's paths in kubesim's sorted order of `FieldsV1` elements
+//!     (the real server: structured-merge-diff's path order; the same for plain field names).
 //!
 //! Sources: the apply conflict message and causes were read in apimachinery's
 //! `managedfields/internal/conflict.go` (`printManager`, `getConflictMessage`,
-//! `NewConflictError`); the JSON-patch 422 is kubernetes PR #68346 (`NewGenericServerResponse`
-//! in apiserver's `patch.go`) and the body clients report (java-operator-sdk#2759). From
-//! memory of the sources, not re-read here (for the differential suite to confirm): the
-//! managedFields order (`sortEncodedManagedFields`), `before-first-apply`, the untracked
-//! metadata (`StripMetaManager`), the strategic directives and the CR 415 message.
+//! `NewConflictError`), the managedFields order in `sortEncodedManagedFields`, the
+//! `PatchOptions` 422s in `ValidatePatchOptions` (public copies of the sources); the JSON-patch
+//! 422 is kubernetes PR #68346 (`NewGenericServerResponse` in apiserver's `patch.go`) and the
+//! body clients report (java-operator-sdk#2759); the CR 415 message as clients log it. From
+//! memory of the sources, not re-read here (for the differential suite to confirm):
+//! `before-first-apply`, the untracked metadata (`StripMetaManager`), the strategic directives.
 
 pub mod apply;
 pub mod fields;
 pub mod json;
 pub mod managed;
 pub mod merge;
+pub mod options;
 pub mod schema;
 pub mod strategic;
 
 pub use json::json;
 pub use merge::merge;
+pub use options::validate_patch_options;
 pub use strategic::strategic;
 
 use crate::status::ApiError;
