@@ -24,7 +24,7 @@
 //! list item without its key is appended (the real server refuses it); a no-op apply keeps
 //! the entry's time.
 
-use super::fields::{FieldPath, config_set, diff, display, get, remove, stripped, under};
+use super::fields::{FieldPath, FieldSet, config_set, diff, display, get, remove, stripped, under};
 use super::managed::{Entry, forget, read, write};
 use super::schema::{ListType, list_type};
 use crate::status::ApiError;
@@ -60,20 +60,7 @@ pub fn server_side_apply(
     owned.retain(|p| !stripped(p) && get(config, p).is_some_and(|v| !v.is_null()));
 
     let (changed, _) = diff(kind, &before, &merged);
-    let conflicts: Vec<(usize, FieldPath)> = entries
-        .iter()
-        .enumerate()
-        .filter(|(_, e)| e.manager != manager)
-        .flat_map(|(i, e)| e.fields.iter().filter(|p| changed.contains(*p)).map(move |p| (i, p.clone())))
-        .collect();
-    if !conflicts.is_empty() {
-        if !force {
-            return Err(conflict_error(&entries, &conflicts));
-        }
-        for (i, p) in &conflicts {
-            entries[*i].fields.remove(p);
-        }
-    }
+    take_conflicts(&mut entries, &changed, manager, force)?;
 
     let mine = |e: &Entry| e.manager == manager && e.operation == "Apply" && e.subresource.as_deref() == subresource;
     let previous = entries.iter().find(|e| mine(e)).map(|e| e.fields.clone()).unwrap_or_default();
@@ -89,28 +76,44 @@ pub fn server_side_apply(
     let api_version =
         config.get("apiVersion").or_else(|| before.get("apiVersion")).and_then(Value::as_str).unwrap_or("").to_string();
     let unchanged = merged == before && previous == owned;
+    let applier = Entry {
+        manager: manager.to_string(),
+        operation: "Apply".into(),
+        api_version,
+        time: now.to_string(),
+        subresource: subresource.map(str::to_string),
+        fields: owned,
+    };
     match entries.iter_mut().find(|e| mine(e)) {
-        Some(e) => {
-            if !unchanged {
-                e.time = now.to_string();
-            }
-            e.fields = owned;
-            e.api_version = api_version;
-        }
-        None => entries.push(Entry {
-            manager: manager.to_string(),
-            operation: "Apply".into(),
-            api_version,
-            time: now.to_string(),
-            subresource: subresource.map(str::to_string),
-            fields: owned,
-        }),
+        Some(e) if unchanged => e.fields = applier.fields,
+        Some(e) => *e = applier,
+        None => entries.push(applier),
     }
     if !merged.get("metadata").is_some_and(Value::is_object) {
         merged["metadata"] = json!({});
     }
     write(&mut merged, entries);
     Ok(merged)
+}
+
+/// Fields other managers own that this apply changes: a 409 without `force`, taken from their
+/// owners with it.
+fn take_conflicts(entries: &mut [Entry], changed: &FieldSet, manager: &str, force: bool) -> Result<(), ApiError> {
+    let conflicts: Vec<(usize, FieldPath)> = entries
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.manager != manager)
+        .flat_map(|(i, e)| e.fields.iter().filter(|p| changed.contains(*p)).map(move |p| (i, p.clone())))
+        .collect();
+    if !conflicts.is_empty() {
+        if !force {
+            return Err(conflict_error(entries, &conflicts));
+        }
+        for (i, p) in &conflicts {
+            entries[*i].fields.remove(p);
+        }
+    }
+    Ok(())
 }
 
 /// The live object's entries; an object nobody manages yet gets one `before-first-apply`
@@ -137,7 +140,7 @@ fn entries_of(live: &Value, now: &str) -> Vec<Entry> {
 pub const BEFORE_FIRST_APPLY: &str = "before-first-apply";
 
 /// The fields removed from the object by this apply (no one owns them any more).
-fn gone_paths(before: &Value, after: &Value, kind: &str) -> super::fields::FieldSet {
+fn gone_paths(before: &Value, after: &Value, kind: &str) -> FieldSet {
     diff(kind, before, after).1
 }
 
