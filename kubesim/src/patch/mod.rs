@@ -2,22 +2,33 @@
 //! `metadata.managedFields` maintenance. Pure and synchronous, over `serde_json::Value`; errors
 //! are [`ApiError`]s shaped as the real server's `Status` bodies.
 //!
-//! - [`merge`]: JSON merge patch (RFC 7386), `application/merge-patch+json` — module [`merge`].
-//! - [`json`]: JSON patch (RFC 6902), `application/json-patch+json`, via the `json-patch`
+//! - [`merge()`]: JSON merge patch (RFC 7386), `application/merge-patch+json` (module
+//!   [`mod@merge`]).
+//! - [`json()`]: JSON patch (RFC 6902), `application/json-patch+json`, via the `json-patch`
 //!   crate; a failed `test` (or any operation that fails on the object) is 422 `Invalid` with
-//!   the real server's generic message (module [`json`]).
-//! - [`strategic`]: strategic merge patch for the built-in kinds served, merge keys from the Go
-//!   types' tags (a documented subset: [`schema::list_type`]); custom resources → 415.
+//!   the real server's generic message; a `test` for `null` on a missing key passes, as
+//!   the server's `evanphx/json-patch` v4 has it and kube-runtime's finalizer helper needs
+//!   (module [`mod@json`]).
+//! - [`strategic()`]: strategic merge patch for the built-in kinds served, merge keys from the Go
+//!   types' tags (a documented subset: [`schema::list_type`]); custom resources → 415 (module
+//!   [`mod@strategic`]).
 //! - [`Patch::Apply`]: server-side apply with field managers, conflicts (409 with
 //!   `FieldManagerConflict` causes), `force`, and removal of fields no longer applied (module
 //!   [`apply`]).
 //! - [`record_update`]: managedFields for non-apply writes (module [`managed`]): creates,
 //!   updates and merge/JSON/strategic patches own the fields they changed.
-//!
 //! - [`validate_patch_options`]: the real server's 422s for an apply without `fieldManager` and
 //!   `force` on a non-apply patch (module [`options`]; the HTTP layer calls it).
 //!
 //! Field sets and their `FieldsV1` encoding are in [`fields`].
+//!
+//! For the store: call [`apply_patch`] (or [`apply_patch_to`] for `/status`) with the live
+//! object; an apply result already carries its managedFields. For a non-apply write whose
+//! result the store still changes (status reset, immutable fields), pass `update_manager`
+//! None and call [`record_update`] on the final object, so owners match what is stored. The
+//! real server drops empty `finalizers`/`ownerReferences` lists and empty `labels` maps on
+//! storage (Go `omitempty`); kube-runtime's finalizer helper relies on that (`test
+//! /metadata/finalizers null` when the list is empty).
 //!
 //! Known differences from the real server (each also in its module's docs):
 //! 1. JSON patch: no limit on the number of operations (real: 10 000, then 413).
@@ -39,7 +50,8 @@
 //!    `resourceVersion`, …) plus `metadata.deletionTimestamp` and
 //!    `metadata.deletionGracePeriodSeconds` (server-set).
 //! 9. `PatchOptions`: `fieldManager` length and characters are not checked.
-//! 10. Conflicts list each manager's paths in kubesim's sorted order of `FieldsV1` elements
+//! 10. An apply configuration's `null` removes the field and is not owned.
+//! 11. Conflicts list each manager's paths in kubesim's sorted order of `FieldsV1` elements
 //!     (the real server: structured-merge-diff's path order; the same for plain field names).
 //!
 //! Sources: the apply conflict message and causes were read in apimachinery's
