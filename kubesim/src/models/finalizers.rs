@@ -141,7 +141,10 @@ impl FinalizerRule {
                 out.push(Violation::new(
                     &FINALIZERS,
                     w.at,
-                    format!("{} left storage at rv={} carrying finalizer {f} without a deletionTimestamp", w.object, w.rv),
+                    format!(
+                        "{} left storage at rv={} carrying finalizer {f} without a deletionTimestamp",
+                        w.object, w.rv
+                    ),
                 ));
             }
             // Removing a finalizer before any deletion is the controller's business.
@@ -194,7 +197,15 @@ mod tests {
     }
 
     fn w(at: u64, verb: Verb, after: Option<Value>) -> Write {
-        Write { rv: at, at: Duration::from_secs(at), verb, object: obj(), actor: "op".into(), after, diff: String::new() }
+        Write {
+            rv: at,
+            at: Duration::from_secs(at),
+            verb,
+            object: obj(),
+            actor: "op".into(),
+            after,
+            diff: String::new(),
+        }
     }
 
     fn state(finalizers: &[&str], marked: bool) -> Value {

@@ -143,7 +143,8 @@ pub fn writes_after_expiry(
     let all = beliefs(timeline, settings);
     let mut out = Vec::new();
     for w in writes {
-        if w.object.resource == "leases.coordination.k8s.io" && (w.object.namespace.as_str(), w.object.name.as_str()) == lease
+        if w.object.resource == "leases.coordination.k8s.io"
+            && (w.object.namespace.as_str(), w.object.name.as_str()) == lease
         {
             continue;
         }

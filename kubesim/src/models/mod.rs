@@ -21,6 +21,8 @@ mod violation;
 
 pub use convergence::{CONVERGENCE, ConvergenceSettings, POLL_EVERY, check_after_heal};
 pub use finalizers::{Cleanup, CleanupLedger, FINALIZERS, FinalizerRule};
-pub use leader::{Belief, LEADER_OVERLAP, LeaseSettings, WRITE_AFTER_EXPIRY, beliefs, leader_overlap, writes_after_expiry};
+pub use leader::{
+    Belief, LEADER_OVERLAP, LeaseSettings, WRITE_AFTER_EXPIRY, beliefs, leader_overlap, writes_after_expiry,
+};
 pub use reconcile::{Guard, Guarded, ONE_RECONCILE, RECONCILE_PANIC, ReconcilePanic, guard, object_ref};
 pub use violation::{Violation, first_failure};

@@ -115,7 +115,10 @@ impl Guard {
     }
 
     /// Wraps `reconcile` (see the module docs).
-    pub fn wrap<K, C, F, Fut, A, E>(&self, reconcile: F) -> impl Fn(Arc<K>, Arc<C>) -> Guarded<Fut> + use<K, C, F, Fut, A, E>
+    pub fn wrap<K, C, F, Fut, A, E>(
+        &self,
+        reconcile: F,
+    ) -> impl Fn(Arc<K>, Arc<C>) -> Guarded<Fut> + use<K, C, F, Fut, A, E>
     where
         K: Resource<DynamicType = ()>,
         F: Fn(Arc<K>, Arc<C>) -> Fut,
