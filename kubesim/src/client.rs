@@ -115,3 +115,18 @@ where
         .service(hyper);
     kube::Client::new(service, DEFAULT_NAMESPACE)
 }
+
+/// A [`kube::Client`] for a node: dials `url` from the node's host, spawns its connection tasks
+/// on the node (so they end with the incarnation: no zombie tasks after a crash), and sends the
+/// node's name (`operator-0`) as its `User-Agent`. What a controller running as a node uses.
+///
+/// # Panics
+/// As [`client`].
+pub fn for_node(node: &sim::node::NodeCtx, url: &str) -> kube::Client {
+    let hyper = HyperClient::builder(node.executor())
+        .timer(TokioTimer::new())
+        .pool_timer(TokioTimer::new())
+        .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+        .build(sim::net::adapters::Connector::new(node.host().clone()));
+    wrap(hyper, url, node.name())
+}

@@ -479,3 +479,22 @@ pub fn mark_deleted(obj: &mut Value, at: &str, grace_s: i64, extra: &[&str]) {
 #[cfg(test)]
 #[path = "meta/tests.rs"]
 mod tests;
+
+/// Drops what the real server does not store because Go's `omitempty` leaves it out: empty
+/// `metadata.finalizers`, `ownerReferences`, `labels`, `annotations` and `managedFields` (so a
+/// JSON patch `test /metadata/finalizers null`, which kube-runtime's finalizer helper sends when
+/// it sees none, holds after the last finalizer was removed).
+pub fn drop_empty(obj: &mut Value) {
+    let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) else { return };
+    for key in ["finalizers", "ownerReferences", "labels", "annotations", "managedFields"] {
+        let empty = match m.get(key) {
+            Some(Value::Array(a)) => a.is_empty(),
+            Some(Value::Object(o)) => o.is_empty(),
+            Some(Value::Null) => true,
+            _ => false,
+        };
+        if empty {
+            m.remove(key);
+        }
+    }
+}

@@ -220,6 +220,11 @@ where
             Ok(json_response(StatusCode::OK, &out))
         }
         ApiVerb::Patch => {
+            let apply = matches!(
+                content_type.as_deref(),
+                Some("application/apply-patch+yaml" | "application/apply-patch+json")
+            );
+            crate::patch::validate_patch_options(apply, manager, query.0.contains_key("force"))?;
             let patch = patch_of(&ty, content_type.as_deref(), &body, &query)?;
             let existed = api.read(|s| s.get(&ty, ns, name).is_ok());
             let out = api.write(&ua, manager, dry_run, |s, w| s.patch(&ty, ns, name, &patch, sub, w))?;

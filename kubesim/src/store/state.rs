@@ -139,10 +139,13 @@ impl Store {
         ns: Option<&str>,
         name: &str,
         old: Option<Value>,
-        new: Option<Value>,
+        mut new: Option<Value>,
         verb: Verb,
         w: &WriteCtx<'_>,
     ) -> Value {
+        if let Some(n) = new.as_mut() {
+            meta::drop_empty(n);
+        }
         let ns = scope(ty, ns);
         self.rv += 1;
         let rv = self.rv;

@@ -63,7 +63,11 @@ impl Store {
     /// `crate::patch::record_update(old, new, manager, "Update", now)` with manager
     /// `w.field_manager.unwrap_or(w.actor)`, wired by the lead; a no-op until then). Patches get
     /// theirs from `apply_patch`.
-    fn record_manager(&self, _old: Option<&Value>, _new: &mut Value, _w: &WriteCtx<'_>) {}
+    fn record_manager(&self, old: Option<&Value>, new: &mut Value, w: &WriteCtx<'_>, sub: Subresource) {
+        let manager = w.field_manager.unwrap_or(w.actor);
+        let subresource = (sub == Subresource::Status).then_some("status");
+        crate::patch::record_update_to(old, new, manager, "Update", &meta::rfc3339(w.now), subresource);
+    }
 
     /// Gives a Service without `spec.clusterIP` the next address of 10.96.0.0/12 from 10.96.0.10
     /// on (the real allocator draws at random; headless `None` and `ExternalName` get none), with
@@ -156,7 +160,7 @@ impl Store {
         }
         if verb != Verb::Patch {
             // An apply that creates has its managedFields from `apply_patch` already.
-            self.record_manager(None, &mut new, w);
+            self.record_manager(None, &mut new, w, Subresource::Main);
         }
         if w.dry_run {
             return Ok(new);
@@ -201,7 +205,7 @@ impl Store {
             _ => {}
         }
         let mut new = meta::prepare_update(ty, &old, obj, scope(ty, ns), endpoint(sub))?;
-        self.record_manager(Some(&old), &mut new, w);
+        self.record_manager(Some(&old), &mut new, w, sub);
         let verb = if sub == Subresource::Status { Verb::UpdateStatus } else { Verb::Update };
         self.finish_update(ty, ns, name, old, new, verb, w)
     }
@@ -293,7 +297,8 @@ impl Store {
             }
             return Err(ApiError::not_found(ty.what(name)));
         };
-        let mut new = apply_patch(Some(&live), patch, &ty.kind, &now, Some(&manager))?;
+        let subresource = (sub == Subresource::Status).then_some("status");
+        let mut new = crate::patch::apply_patch_to(Some(&live), patch, &ty.kind, &now, Some(&manager), subresource)?;
         match meta::rv_of(&new) {
             Some(rv) if Some(rv) != meta::rv_of(&live) => return Err(ApiError::conflict(ty.what(name))),
             Some(_) => {}
