@@ -419,8 +419,22 @@ impl Live {
     }
 }
 
+/// The label of the seed that keys `fastrand`'s thread-local generator on the run's thread.
+const FASTRAND_LABEL: &str = "fastrand";
+
+/// Seeds `fastrand`'s thread-local generator (and so every `fastrand::Rng::new()`, which forks
+/// it: backon's jitter in kube-runtime's watcher backoff) from the run's seed. Left alone it is
+/// seeded from a hash of `Instant::now()` and the `ThreadId`, which differs between runs. The
+/// value is a child of the root seed, not a draw from any [`Source`] stream, so no other stream
+/// moves. Called before the interposition is armed: the generator's first use reads the clock
+/// once, and that read goes to the real clock instead of counting as a read of the run.
+fn seed_fastrand(seed: Seed) {
+    fastrand::seed(seed.child(FASTRAND_LABEL).0);
+}
+
 fn run_on_this_thread(spec: RunSpec, body: Arc<Body>, progress: Progress) -> RunResult {
     let wall = Instant::now();
+    seed_fastrand(spec.seed);
     let thread_sim = interpose::ThreadSim::new(spec.seed);
     let armed = interpose::Armed::new(&thread_sim);
     RUN_PANICS.with(|p| *p.borrow_mut() = Some(Vec::new()));

@@ -12,6 +12,7 @@
 //! | `std::time::Instant`, `SystemTime`, `clock_gettime`, `gettimeofday`, `time` | [`interpose`]: a seeded base plus tokio's paused clock |
 //! | hyper's timers | give every hyper builder `hyper_util::rt::TokioTimer` (hyper's default reads std `Instant`, which is covered now, but sleeps in real time) |
 //! | h2's reset-stream expiry (reads std `Instant`) | covered by the `clock_gettime` interposition |
+//! | `fastrand`'s thread-local generator (backon's jitter forks it) | seeded at the start of the run from `seed.child("fastrand")` (`run::once`) |
 //!
 //! Not covered, and labelled by the self-check as "replays k of n" rather than hidden: OS
 //! threads (`std::thread::spawn`, `spawn_blocking`, librdkafka's threads), real sockets and

@@ -1,1 +1,0 @@
-//! (work package in progress; see /work/kubesim-spec.md)
