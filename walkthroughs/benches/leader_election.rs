@@ -111,10 +111,7 @@ fn main() {
         .assert_passed();
     let s = LeaseSettings::default();
     let takeovers = takeovers.lock().expect("not poisoned").clone();
-    let (lo, hi) = (
-        takeovers.iter().copied().fold(f64::MAX, f64::min),
-        takeovers.iter().copied().fold(0.0, f64::max),
-    );
+    let (lo, hi) = (takeovers.iter().copied().fold(f64::MAX, f64::min), takeovers.iter().copied().fold(0.0, f64::max));
     println!(
         "takeover after the leader crashed, {seeds} seeds: median {:.2} s, range {lo:.2}-{hi:.2} s; bound duration + retry = {:?} after the last renewal (the crash is up to one retry {:?} after it)",
         median(takeovers),

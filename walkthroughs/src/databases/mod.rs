@@ -88,13 +88,14 @@ impl Variant {
 #[derive(Default, Debug)]
 pub struct Passwords {
     inner: Mutex<PasswordLog>,
+    /// Every cleanup the operator's finalizer ran (the finalizer model reads it).
+    pub cleanups: kubesim::models::CleanupLedger,
 }
 
 #[derive(Default, Debug)]
 struct PasswordLog {
     /// password → (database, the rotation it was made for, by whom).
     made: BTreeMap<String, (String, u64, String)>,
-    cleanups: BTreeMap<String, u64>,
 }
 
 impl Passwords {
@@ -102,11 +103,6 @@ impl Passwords {
     pub fn made(&self, db: &str, rotation: u64, password: &str, by: &str) {
         let mut log = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         log.made.insert(password.to_string(), (db.to_string(), rotation, by.to_string()));
-    }
-
-    /// Records a cleanup of `db` by `by`.
-    pub fn cleaned(&self, db: &str, _by: &str) {
-        *self.inner.lock().unwrap_or_else(|p| p.into_inner()).cleanups.entry(db.to_string()).or_default() += 1;
     }
 
     /// What `password` was made for: (database, rotation, replica).
@@ -159,7 +155,31 @@ pub async fn run(ctx: Ctx, variant: Variant) -> Result<(), Failure> {
     users::converges(&ctx, &passwords, &disk).await?;
     system.stop().await?;
     users::rotation_kept(&api, &passwords, &disk)?;
-    kubesim::models::LeaderOverlap::new(lease_settings().duration, lease_settings().renew_deadline)
-        .check_server(&ctx, &api, crd::NAMESPACE, operator::LEASE)?;
-    Ok(())
+    oracles(&api, &passwords)
+}
+
+/// The controller models over what the API server recorded: leader overlap bounded, no writes
+/// after a lease expired, finalizers honoured (cleanup before the finalizer goes).
+fn oracles(api: &kubesim::server::ApiServer, passwords: &Passwords) -> Result<(), Failure> {
+    let lease = lease_settings();
+    let settings = kubesim::models::LeaseSettings {
+        lease_duration: lease.duration,
+        renew_deadline: lease.renew_deadline,
+        retry_period: lease.retry,
+        slack: Duration::from_secs(1),
+    };
+    let timeline = api.lease_timeline(crd::NAMESPACE, operator::LEASE);
+    let writes = api.writes();
+    let mut found = kubesim::models::leader_overlap(&timeline, &settings);
+    found.extend(kubesim::models::writes_after_expiry(
+        &timeline,
+        &writes,
+        (crd::NAMESPACE, operator::LEASE),
+        &settings,
+    ));
+    let cleanups = passwords.cleanups.calls();
+    found.extend(
+        kubesim::models::FinalizerRule::new(crd::FINALIZER).repeatable_cleanup().check(&writes, Some(&cleanups)),
+    );
+    kubesim::models::first_failure(&found).map_or(Ok(()), Err)
 }

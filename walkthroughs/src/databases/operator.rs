@@ -21,9 +21,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
+use k8s_openapi::ByteString;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::ByteString;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::finalizer::{self, finalizer};
@@ -188,11 +188,39 @@ async fn cleanup(db: Arc<Database>, ctx: &Context) -> Result<Action, Error> {
         Err(e) if is_code(&e, 404) => {}
         Err(e) => return Err(e.into()),
     }
-    ctx.passwords.cleaned(&name, &ctx.identity);
+    let uid = db.metadata.uid.clone().unwrap_or_default();
+    ctx.passwords.cleanups.record(kubesim::models::object_ref(db.as_ref()), &uid, Duration::ZERO);
     Ok(Action::await_change())
 }
 
-async fn reconcile(db: Arc<Database>, ctx: Arc<Context>) -> Result<Action, finalizer::Error<Error>> {
+/// What the controller's reconcile fails with: the finalizer helper's error, or a panic the
+/// one-reconcile guard caught.
+#[derive(Debug)]
+pub enum ReconcileError {
+    /// From the finalizer helper (wrapping [`Error`]).
+    Finalizer(finalizer::Error<Error>),
+    /// A panic inside reconcile (it also fails the run).
+    Panic(kubesim::models::ReconcilePanic),
+}
+
+impl std::fmt::Display for ReconcileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReconcileError::Finalizer(e) => write!(f, "{e}"),
+            ReconcileError::Panic(p) => write!(f, "{p}"),
+        }
+    }
+}
+
+impl std::error::Error for ReconcileError {}
+
+impl From<kubesim::models::ReconcilePanic> for ReconcileError {
+    fn from(p: kubesim::models::ReconcilePanic) -> Self {
+        ReconcileError::Panic(p)
+    }
+}
+
+async fn reconcile(db: Arc<Database>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
     let dbs: Api<Database> = Api::namespaced(ctx.client.clone(), NAMESPACE);
     finalizer(&dbs, FINALIZER, db, |event| async {
         match event {
@@ -201,18 +229,21 @@ async fn reconcile(db: Arc<Database>, ctx: Arc<Context>) -> Result<Action, final
         }
     })
     .await
+    .map_err(ReconcileError::Finalizer)
 }
 
-fn error_policy(_db: Arc<Database>, _error: &finalizer::Error<Error>, _ctx: Arc<Context>) -> Action {
+fn error_policy(_db: Arc<Database>, _error: &ReconcileError, _ctx: Arc<Context>) -> Action {
     Action::requeue(ERROR_REQUEUE)
 }
 
 async fn run_controller(ctx: Arc<Context>) {
     let dbs: Api<Database> = Api::namespaced(ctx.client.clone(), NAMESPACE);
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), NAMESPACE);
+    // One reconcile at a time per Database, and a panic fails the run (kubesim's model).
+    let guard = kubesim::models::Guard::new();
     Controller::new(dbs, watcher::Config::default())
         .owns(secrets, watcher::Config::default())
-        .run(reconcile, error_policy, ctx)
+        .run(guard.wrap(reconcile), error_policy, ctx)
         .for_each(|_| async {})
         .await;
 }

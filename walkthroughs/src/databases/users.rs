@@ -90,12 +90,15 @@ async fn rotate(mut op: OpCtx<Model>) -> OpOutcome {
     };
     db.spec.rotation += 1;
     let rotation = db.spec.rotation;
-    if let Err(o) = outcome("rotate", tokio::time::timeout(USER_TIMEOUT, dbs.replace(&name, &PostParams::default(), &db)).await) {
+    if let Err(o) =
+        outcome("rotate", tokio::time::timeout(USER_TIMEOUT, dbs.replace(&name, &PostParams::default(), &db)).await)
+    {
         return o;
     }
     if and_delete {
         let secrets: Api<Secret> = Api::namespaced(client, NAMESPACE);
-        let deleted = tokio::time::timeout(USER_TIMEOUT, secrets.delete(&secret_name(&name), &DeleteParams::default())).await;
+        let deleted =
+            tokio::time::timeout(USER_TIMEOUT, secrets.delete(&secret_name(&name), &DeleteParams::default())).await;
         if let Err(o) = outcome("delete secret", deleted) {
             return o;
         }
@@ -107,7 +110,8 @@ async fn rotate(mut op: OpCtx<Model>) -> OpOutcome {
 async fn delete_secret(mut op: OpCtx<Model>) -> OpOutcome {
     let name = pick(&mut op);
     let secrets: Api<Secret> = Api::namespaced(client(op.host()), NAMESPACE);
-    let deleted = tokio::time::timeout(USER_TIMEOUT, secrets.delete(&secret_name(&name), &DeleteParams::default())).await;
+    let deleted =
+        tokio::time::timeout(USER_TIMEOUT, secrets.delete(&secret_name(&name), &DeleteParams::default())).await;
     match outcome("delete secret", deleted) {
         Ok(_) => OpOutcome::Ok(format!("deleted {name}'s secret")),
         Err(o) => o,
@@ -128,7 +132,8 @@ async fn delete(mut op: OpCtx<Model>) -> OpOutcome {
 async fn login(mut op: OpCtx<Model>) -> OpOutcome {
     let name = pick(&mut op);
     let secrets: Api<Secret> = Api::namespaced(client(op.host()), NAMESPACE);
-    let secret = match outcome("get secret", tokio::time::timeout(USER_TIMEOUT, secrets.get(&secret_name(&name))).await) {
+    let secret = match outcome("get secret", tokio::time::timeout(USER_TIMEOUT, secrets.get(&secret_name(&name))).await)
+    {
         Ok(s) => s,
         Err(o) => return o,
     };
@@ -141,7 +146,11 @@ async fn login(mut op: OpCtx<Model>) -> OpOutcome {
 }
 
 fn password_of(s: &Secret) -> String {
-    s.data.as_ref().and_then(|d| d.get("password")).map(|b| String::from_utf8_lossy(&b.0).into_owned()).unwrap_or_default()
+    s.data
+        .as_ref()
+        .and_then(|d| d.get("password"))
+        .map(|b| String::from_utf8_lossy(&b.0).into_owned())
+        .unwrap_or_default()
 }
 
 /// The users' operations.
@@ -223,7 +232,7 @@ pub fn rotation_kept(api: &kubesim::server::ApiServer, passwords: &Passwords, di
         let encoded = secret["data"]["password"].as_str().unwrap_or_default();
         let password = String::from_utf8(base64_decode(encoded)).unwrap_or_default();
         match passwords.of(&password) {
-            Some((db, made_for, by)) if db == name && made_for >= rotation => {}
+            Some((db, made_for, _)) if db == name && made_for >= rotation => {}
             Some((db, made_for, by)) => {
                 return Err(Failure::correctness(
                     ROTATION_KEPT,
@@ -235,7 +244,10 @@ pub fn rotation_kept(api: &kubesim::server::ApiServer, passwords: &Passwords, di
                 ));
             }
             None => {
-                return Err(Failure::correctness(ROTATION_KEPT, format!("{name}'s Secret holds a password the operator never made")));
+                return Err(Failure::correctness(
+                    ROTATION_KEPT,
+                    format!("{name}'s Secret holds a password the operator never made"),
+                ));
             }
         }
     }
