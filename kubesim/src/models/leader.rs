@@ -137,7 +137,7 @@ pub fn leader_overlap(timeline: &[LeaseChange], settings: &LeaseSettings) -> Vec
 
 /// Writes by a replica that believed it led (it held the Lease at some point) made after its
 /// last belief ended plus the bound, while it did not hold the Lease anew. Writes to the Lease
-/// itself (`lease_resource`, `lease_namespace`, `lease_name`) are the election and are skipped.
+/// itself (`lease`: its namespace and name) are the election and are skipped.
 pub fn writes_after_expiry(
     timeline: &[LeaseChange],
     writes: &[Write],
