@@ -146,6 +146,8 @@ pub async fn run(ctx: Ctx, variant: Variant) -> Result<(), Failure> {
     hosts.push("kube-apiserver".to_string());
     Nemesis::new(&hosts, start + Duration::from_secs(1)..start + window).longest(Duration::from_secs(3)).schedule(&ctx);
 
+    api_faults(&ctx, &api, start + Duration::from_secs(1)..start + window);
+
     let workload = users::workload();
     let ops = ctx.swarm().int("workload.ops", 20..=60);
     let records = workload.run(&ctx, Budget { ops, window, drain: Duration::from_secs(30) }).await;
@@ -156,6 +158,47 @@ pub async fn run(ctx: Ctx, variant: Variant) -> Result<(), Failure> {
     system.stop().await?;
     users::rotation_kept(&api, &passwords, &disk)?;
     oracles(&api, &passwords)
+}
+
+/// API-server faults drawn from the seed (dimension `kube.faults`, 0–4 of them), each at a drawn
+/// time for a drawn length inside `window`: 429s, 503s and 504s on a drawn verb, slow answers,
+/// stale lists, watch 410s, cut and silent watch streams, delayed watch delivery to one operator
+/// replica, and a restart.
+fn api_faults(ctx: &Ctx, api: &kubesim::server::ApiServer, window: std::ops::Range<Duration>) {
+    use kubesim::fault::{ApiVerb, Fault, Restart};
+    let count = ctx.swarm().int("kube.faults", 0..=4);
+    let mut source = ctx.source("databases/api-faults");
+    let verbs = [
+        ApiVerb::Get,
+        ApiVerb::List,
+        ApiVerb::Watch,
+        ApiVerb::Create,
+        ApiVerb::Update,
+        ApiVerb::Patch,
+        ApiVerb::Delete,
+    ];
+    for _ in 0..count {
+        let at = source.duration(window.start..=window.end);
+        let lasting = source.duration(Duration::from_millis(200)..=Duration::from_secs(5));
+        let verb = verbs[source.below(verbs.len() as u64) as usize];
+        let fault = match source.below(9) {
+            0 => Fault::throttle(1).verb(verb),
+            1 => Fault::error(503).verb(verb),
+            2 => Fault::error(504).verb(verb),
+            3 => Fault::slow(Duration::from_millis(source.range(100..=2000))).verb(verb),
+            4 => Fault::stale_reads(source.range(1..=20)).verb(ApiVerb::List),
+            5 => Fault::watch_gone(),
+            6 => Fault::watch_cut(source.bool(0.5)),
+            7 => Fault::delay_watch(Duration::from_millis(source.range(100..=3000)))
+                .user_agent(&format!("operator-{}", source.below(2))),
+            _ => {
+                let down = Duration::from_millis(source.range(100..=3000));
+                sim::fault::at(ctx.driver(), api, at, Restart { down }).forever();
+                continue;
+            }
+        };
+        sim::fault::at(ctx.driver(), api, at, fault).lasting(lasting);
+    }
 }
 
 /// The controller models over what the API server recorded: leader overlap bounded, no writes

@@ -78,10 +78,11 @@ async fn create(mut op: OpCtx<Model>) -> OpOutcome {
 }
 
 /// Raises `spec.rotation` with a read-modify-write (409 → the operation failed); half the time
-/// then deletes the Secret at once, to have it re-made with the new password.
+/// then, within 40 ms, deletes the Secret to have it re-made with the new password.
 async fn rotate(mut op: OpCtx<Model>) -> OpOutcome {
     let name = pick(&mut op);
     let and_delete = op.source().bool(0.5);
+    let pause = Duration::from_millis(op.source().below(40));
     let client = client(op.host());
     let dbs: Api<Database> = Api::namespaced(client.clone(), NAMESPACE);
     let mut db = match outcome("get", tokio::time::timeout(USER_TIMEOUT, dbs.get(&name)).await) {
@@ -96,6 +97,8 @@ async fn rotate(mut op: OpCtx<Model>) -> OpOutcome {
         return o;
     }
     if and_delete {
+        // Shortly after: the operator may be rotating right now.
+        tokio::time::sleep(pause).await;
         let secrets: Api<Secret> = Api::namespaced(client, NAMESPACE);
         let deleted =
             tokio::time::timeout(USER_TIMEOUT, secrets.delete(&secret_name(&name), &DeleteParams::default())).await;
