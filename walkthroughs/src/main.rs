@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use sim::{Ctx, Failure, Oracle, Report, Simulation};
-use walkthroughs::{shoppingcart, wallet};
+use walkthroughs::{databases, shoppingcart, wallet};
 
 /// Runs one seed of a variant.
 type Runner = Arc<dyn Fn(Ctx) -> Pin<Box<dyn Future<Output = Result<(), Failure>>>> + Send + Sync>;
@@ -47,6 +47,16 @@ fn all_cases() -> Vec<Case> {
     for v in wallet::Variant::ALL {
         let run: Runner = Arc::new(move |ctx| Box::pin(wallet::run(ctx, v)));
         cases.push(Case { walkthrough: "wallet", name: v.name(), simulation: v.simulation(), oracle: v.oracle(), run });
+    }
+    for v in databases::Variant::ALL {
+        let run: Runner = Arc::new(move |ctx| Box::pin(databases::run(ctx, v)));
+        cases.push(Case {
+            walkthrough: "databases",
+            name: v.name(),
+            simulation: v.simulation(),
+            oracle: v.oracle(),
+            run,
+        });
     }
     cases
 }

@@ -85,6 +85,11 @@ pub fn beliefs(timeline: &[LeaseChange], settings: &LeaseSettings) -> BTreeMap<S
     let mut out: BTreeMap<String, Vec<Belief>> = BTreeMap::new();
     for change in timeline {
         let Some(holder) = change.holder.as_deref().filter(|h| !h.is_empty() && *h == change.actor) else {
+            // A replica writing the Lease away from itself (a release: holder cleared, as
+            // client-go's `ReleaseOnCancel`) stops believing it leads at that write.
+            if let Some(last) = out.get_mut(&change.actor).and_then(|l| l.last_mut()) {
+                last.until = last.until.min(change.at.max(last.from));
+            }
             continue;
         };
         let duration = change.duration_s.map_or(settings.lease_duration, Duration::from_secs);

@@ -1,0 +1,33 @@
+//! The databases walkthrough: the correct operator passes, each planted bug is found by its
+//! oracle and replays exactly in fresh processes.
+
+mod support;
+
+use sim::Simulation;
+use walkthroughs::databases::{self, Variant};
+
+const SEEDS: std::ops::Range<u64> = 0..20;
+
+#[test]
+fn the_correct_operator_passes() {
+    Simulation::new(Variant::Correct.simulation())
+        .seeds(SEEDS)
+        .run(|ctx| databases::run(ctx, Variant::Correct))
+        .assert_passed();
+}
+
+fn found(variant: Variant) {
+    support::found(variant.simulation(), variant.name(), variant.oracle(), SEEDS, move |ctx| {
+        databases::run(ctx, variant)
+    });
+}
+
+#[test]
+fn a_secret_recreated_from_a_stale_read_is_found() {
+    found(Variant::StaleSecretRecreated);
+}
+
+#[test]
+fn a_lease_merge_patched_without_resource_version_is_found() {
+    found(Variant::LeaseMergePatch);
+}
