@@ -96,7 +96,8 @@ pub enum FaultAction {
     /// Watches end with an `ERROR` event carrying a 410 Gone Status (`too old resource version`).
     WatchGone,
     /// Watch streams are cut: `silent: false` ends the connection mid-stream (a reset), `silent:
-    /// true` keeps it open and sends nothing more.
+    /// true` keeps it open and sends nothing more until the watch's `timeoutSeconds` (kube-runtime's
+    /// watcher asks for 290 s), when the server ends it.
     WatchCut {
         /// Keep the connection open, silent.
         silent: bool,

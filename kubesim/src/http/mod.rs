@@ -181,13 +181,14 @@ where
         name: path.name.clone(),
         user_agent: ua.clone(),
     };
-    let stale = before(api, &info).await?;
     let content_type = req
         .headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .map(|s| s.split(';').next().unwrap_or("").trim().to_string());
+    // The whole request is read before anything is answered, so the connection stays usable.
     let body = body_bytes(req.into_body()).await?;
+    let stale = before(api, &info).await?;
     let ns = path.namespace.as_deref();
     let name = path.name.as_deref().unwrap_or("");
     let manager = query.get("fieldManager");

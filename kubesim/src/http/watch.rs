@@ -148,7 +148,12 @@ impl WatchStream {
                         let e = ApiError::expired(format!("too old resource version: {} ({rv})", self.after_rv));
                         return Some(Ok(Frame::data(gone_event(&e))));
                     }
-                    FaultAction::WatchCut { silent: true } => std::future::pending::<()>().await,
+                    // Silent: nothing more is sent; the server still ends the stream at its
+                    // timeoutSeconds (as a stalled watch cache would).
+                    FaultAction::WatchCut { silent: true } => {
+                        tokio::time::sleep_until(self.deadline).await;
+                        return None;
+                    }
                     _ => return Some(Err(std::io::Error::other("kubesim: watch stream cut"))),
                 }
             }

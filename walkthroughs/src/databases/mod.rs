@@ -146,7 +146,7 @@ pub async fn run(ctx: Ctx, variant: Variant) -> Result<(), Failure> {
     hosts.push("kube-apiserver".to_string());
     Nemesis::new(&hosts, start + Duration::from_secs(1)..start + window).longest(Duration::from_secs(3)).schedule(&ctx);
 
-    api_faults(&ctx, &api, start + Duration::from_secs(1)..start + window);
+    let silent_watch = api_faults(&ctx, &api, start + Duration::from_secs(1)..start + window);
 
     let workload = users::workload();
     let ops = ctx.swarm().int("workload.ops", 20..=60);
@@ -154,7 +154,7 @@ pub async fn run(ctx: Ctx, variant: Variant) -> Result<(), Failure> {
     ctx.record("workload.done", "users", format!("{:?}", sim::workload::tally(&records)));
 
     system.heal().await?;
-    users::converges(&ctx, &passwords, &disk).await?;
+    users::converges(&ctx, silent_watch).await?;
     system.stop().await?;
     users::rotation_kept(&api, &passwords, &disk)?;
     oracles(&api, &passwords)
@@ -163,11 +163,13 @@ pub async fn run(ctx: Ctx, variant: Variant) -> Result<(), Failure> {
 /// API-server faults drawn from the seed (dimension `kube.faults`, 0–4 of them), each at a drawn
 /// time for a drawn length inside `window`: 429s, 503s and 504s on a drawn verb, slow answers,
 /// stale lists, watch 410s, cut and silent watch streams, delayed watch delivery to one operator
-/// replica, and a restart.
-fn api_faults(ctx: &Ctx, api: &kubesim::server::ApiServer, window: std::ops::Range<Duration>) {
+/// replica, and a restart. Returns whether a silent watch cut was drawn (the convergence bound
+/// then waits for the watcher's timeout).
+fn api_faults(ctx: &Ctx, api: &kubesim::server::ApiServer, window: std::ops::Range<Duration>) -> bool {
     use kubesim::fault::{ApiVerb, Fault, Restart};
     let count = ctx.swarm().int("kube.faults", 0..=4);
     let mut source = ctx.source("databases/api-faults");
+    let mut silent = false;
     let verbs = [
         ApiVerb::Get,
         ApiVerb::List,
@@ -188,7 +190,11 @@ fn api_faults(ctx: &Ctx, api: &kubesim::server::ApiServer, window: std::ops::Ran
             3 => Fault::slow(Duration::from_millis(source.range(100..=2000))).verb(verb),
             4 => Fault::stale_reads(source.range(1..=20)).verb(ApiVerb::List),
             5 => Fault::watch_gone(),
-            6 => Fault::watch_cut(source.bool(0.5)),
+            6 => {
+                let quiet = source.bool(0.5);
+                silent |= quiet;
+                Fault::watch_cut(quiet)
+            }
             7 => Fault::delay_watch(Duration::from_millis(source.range(100..=3000)))
                 .user_agent(&format!("operator-{}", source.below(2))),
             _ => {
@@ -199,6 +205,7 @@ fn api_faults(ctx: &Ctx, api: &kubesim::server::ApiServer, window: std::ops::Ran
         };
         sim::fault::at(ctx.driver(), api, at, fault).lasting(lasting);
     }
+    silent
 }
 
 /// The controller models over what the API server recorded: leader overlap bounded, no writes

@@ -5,9 +5,10 @@
 //! - re-reads the Database (the controller's copy may be stale);
 //! - no Secret: makes a password for the current rotation, sets it on the database service, and
 //!   creates the Secret;
-//! - a rotation asked for (`spec.rotation > status.rotation`): makes a new password, sets it on the
-//!   database, and replaces the Secret with the resourceVersion it read (409 → try again). If the
-//!   Secret was deleted meanwhile (404), it creates it with the **new** password;
+//! - a rotation asked for (`spec.rotation > status.rotation`) and not yet in the Secret (its
+//!   [`ROTATION_ANNOTATION`]): makes a new password, sets it on the database, and replaces the
+//!   Secret with the resourceVersion it read (409 → try again). If the Secret was deleted
+//!   meanwhile (404), it creates it with the **new** password;
 //! - otherwise makes sure the database accepts the Secret's password;
 //! - then records the rotation in `status.rotation`.
 //!
@@ -40,6 +41,8 @@ use super::{API_URL, Passwords, Variant};
 pub const LEASE: &str = "databases-operator";
 /// How often the leader looks at every Database even without a change.
 pub const RESYNC: Duration = Duration::from_secs(30);
+/// The annotation on a Secret naming the rotation its password was made for.
+pub const ROTATION_ANNOTATION: &str = "example.com/rotation";
 /// The requeue after an error.
 pub const ERROR_REQUEUE: Duration = Duration::from_secs(1);
 
@@ -99,9 +102,14 @@ fn secret(db: &Database, password: &str, rotation: u64) -> Secret {
     s.metadata.name = Some(secret_name(&db.name_any()));
     s.metadata.namespace = Some(NAMESPACE.to_string());
     s.metadata.owner_references = db.controller_owner_ref(&()).map(|o| vec![o]);
-    s.metadata.annotations = Some([("example.com/rotation".to_string(), rotation.to_string())].into());
+    s.metadata.annotations = Some([(ROTATION_ANNOTATION.to_string(), rotation.to_string())].into());
     s.data = Some([("password".to_string(), ByteString(password.as_bytes().to_vec()))].into());
     s
+}
+
+/// The rotation a Secret's password was made for (its `example.com/rotation` annotation).
+fn rotation_of(s: &Secret) -> u64 {
+    s.metadata.annotations.as_ref().and_then(|a| a.get(ROTATION_ANNOTATION)).and_then(|r| r.parse().ok()).unwrap_or(0)
 }
 
 fn password_of(s: &Secret) -> Option<String> {
@@ -160,11 +168,16 @@ async fn apply(cached: Arc<Database>, ctx: &Context) -> Result<Action, Error> {
                 Err(e) => return Err(e.into()),
             }
         }
-        Some(current) if done < want => {
+        // Rotate, unless the Secret already holds this rotation's password (a rotation whose
+        // status write failed: rotating again would change the Secret, whose event reconciles
+        // again — a hot loop while the status write keeps failing).
+        Some(current) if done < want && rotation_of(&current) < want => {
             if let Some(action) = rotate(&db, current, want, ctx).await? {
                 return Ok(action);
             }
         }
+        // The Secret holds this rotation already: only the status is left to write.
+        Some(_) if done < want => {}
         Some(current) => {
             let password = password_of(&current).unwrap_or_default();
             if !ctx.db.login(&name, &password).await.map_err(Error::Db)? {

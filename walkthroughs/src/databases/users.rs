@@ -1,7 +1,6 @@
 //! The users' side: installing the CRD and the Lease, the workload's operations, and the
 //! end-of-run oracles over what the API server and the database hold.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
@@ -200,10 +199,20 @@ async fn converged(client: &kube::Client, db: &DbClient) -> OpOutcome {
     OpOutcome::Ok(format!("{} database(s) converged", list.items.len()))
 }
 
-/// The convergence bound from the operator's settings.
-pub fn bound() -> LivenessBound {
+/// kube-runtime's watcher asks the server to end each watch after this (`watcher::Config`'s
+/// default `timeoutSeconds`).
+pub const WATCH_TIMEOUT: Duration = Duration::from_secs(290);
+
+/// The convergence bound from the operator's settings and the fault schedule (a silent watch
+/// stream is only noticed when the server ends it at the watch's timeout).
+pub fn bound(silent_watch: bool) -> LivenessBound {
     let lease = lease_settings();
-    LivenessBound::new()
+    let bound = if silent_watch {
+        LivenessBound::new().plus("a silent watch ends at its timeoutSeconds", WATCH_TIMEOUT)
+    } else {
+        LivenessBound::new()
+    };
+    bound
         .plus("lease takeover (duration + retry)", lease.duration + lease.retry)
         .plus("watcher backoff cap", Duration::from_secs(30))
         .plus("resync", RESYNC)
@@ -214,10 +223,10 @@ pub fn bound() -> LivenessBound {
 ///
 /// # Errors
 /// A liveness failure of oracle `converges`.
-pub async fn converges(ctx: &Ctx, _passwords: &Arc<Passwords>, _disk: &Arc<Users>) -> Result<(), Failure> {
+pub async fn converges(ctx: &Ctx, silent_watch: bool) -> Result<(), Failure> {
     let host = ctx.net().host("checker");
     let (client, db) = (client(&host), DbClient::from_host(&host));
-    check::liveness(ctx, &bound(), || converged(&client, &db))
+    check::liveness(ctx, &bound(silent_watch), || converged(&client, &db))
         .await
         .map_err(|f| Failure { oracle: Some(CONVERGES), ..f })
 }
