@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use crate::fault::{ApiVerb, Fault, FaultAction, RequestInfo};
 use crate::patch::Patch;
 use crate::resource::ResourceType;
-use crate::server::ApiServer;
+use crate::server::api::ApiServer;
 use crate::status::ApiError;
 use crate::store::{Deleted, List, Subresource};
 

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use crate::fault::{FaultAction, RequestInfo};
 use crate::introspect::Watcher;
 use crate::resource::ResourceType;
-use crate::server::ApiServer;
+use crate::server::api::ApiServer;
 use crate::status::ApiError;
 use crate::store::{WatchEvent, WatchFilter, WatchStart};
 

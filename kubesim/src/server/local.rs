@@ -6,7 +6,7 @@ use std::io;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 
-use super::ApiServer;
+use super::api::ApiServer;
 use super::serve::serve_connection;
 
 /// A server on loopback; dropping it stops the runtime and closes every socket.

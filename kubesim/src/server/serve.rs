@@ -7,7 +7,7 @@ use std::io;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use super::ApiServer;
+use super::api::ApiServer;
 
 impl ApiServer {
     /// Serves on the run's simulated network: host [`ApiServer::host`] listens on its port, and
