@@ -84,7 +84,7 @@ impl Elector {
         let record = (spec.holder_identity.clone(), spec.renew_time.as_ref().map(|t| t.0));
         match &self.observed {
             Some((h, r, _)) if *h == record.0 && *r == record.1 => {}
-            _ => self.observed = Some((record.0.clone(), record.1.clone(), now)),
+            _ => self.observed = Some((record.0.clone(), record.1, now)),
         }
         let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
         let mine = holder.as_deref() == Some(self.identity.as_str());
