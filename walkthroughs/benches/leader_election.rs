@@ -27,21 +27,8 @@ async fn candidate(node: NodeCtx) -> Result<(), BoxError> {
     let api: Api<Lease> = Api::namespaced(client, "default");
     let mut elector = Elector::new(api, LEASE, node.name(), LeaseSettings::default(), Write::Update);
     node.set_ready();
-    let shutdown = node.shutdown_signal();
-    tokio::pin!(shutdown);
-    loop {
-        tokio::select! {
-            _ = &mut shutdown => return Ok(()),
-            () = elector.acquire() => {}
-        }
-        tokio::select! {
-            _ = &mut shutdown => {
-                elector.release().await;
-                return Ok(());
-            }
-            () = elector.hold() => {}
-        }
-    }
+    elector.campaign(&node, || node.spawn(async {})).await;
+    Ok(())
 }
 
 /// One run: two candidates for `minutes` simulated minutes; the leader crashed at 60 s when

@@ -15,6 +15,7 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
+use sim::node::NodeCtx;
 use tokio::time::Instant;
 
 /// The Lease's timing, controller-runtime's defaults (client-go requires
@@ -177,5 +178,31 @@ impl Elector {
         spec.lease_duration_seconds = Some(1);
         spec.renew_time = Some(MicroTime(k8s_openapi::jiff::Timestamp::now()));
         let _ = self.api.replace(&self.lease, &PostParams::default(), &lease).await;
+    }
+
+    /// Campaigns as `node` until SIGTERM: acquires the Lease, runs `lead()` (a task of the
+    /// node) while holding it, aborts that task when leadership is lost, and on SIGTERM aborts it
+    /// and releases the Lease. Records `databases.leader <node> acquired` / `lost`.
+    pub async fn campaign(&mut self, node: &NodeCtx, mut lead: impl FnMut() -> tokio::task::JoinHandle<()>) {
+        let shutdown = node.shutdown_signal();
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => return,
+                () = self.acquire() => {}
+            }
+            node.sim().record("databases.leader", node.name(), "acquired");
+            let task = lead();
+            let stopping = tokio::select! {
+                _ = &mut shutdown => true,
+                () = self.hold() => false,
+            };
+            task.abort();
+            if stopping {
+                self.release().await;
+                return;
+            }
+            node.sim().record("databases.leader", node.name(), "lost");
+        }
     }
 }

@@ -280,24 +280,6 @@ pub async fn main(node: NodeCtx, variant: Variant, passwords: Arc<Passwords>) ->
         rng: Mutex::new(rng),
     });
     node.set_ready();
-    let shutdown = node.shutdown_signal();
-    tokio::pin!(shutdown);
-    loop {
-        tokio::select! {
-            _ = &mut shutdown => return Ok(()),
-            () = elector.acquire() => {}
-        }
-        node.sim().record("databases.leader", node.name(), "acquired");
-        let controller = node.spawn(run_controller(Arc::clone(&ctx)));
-        let stopping = tokio::select! {
-            _ = &mut shutdown => true,
-            () = elector.hold() => false,
-        };
-        controller.abort();
-        if stopping {
-            elector.release().await;
-            return Ok(());
-        }
-        node.sim().record("databases.leader", node.name(), "lost");
-    }
+    elector.campaign(&node, || node.spawn(run_controller(Arc::clone(&ctx)))).await;
+    Ok(())
 }
