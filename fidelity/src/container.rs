@@ -123,3 +123,88 @@ mod kafka {
         assert_send_sync::<RunningKafka>();
     };
 }
+
+#[cfg(feature = "containers")]
+pub use k3s::K3sContainer;
+
+#[cfg(feature = "containers")]
+mod k3s {
+    use testcontainers_modules::k3s::{K3s, KUBE_SECURE_PORT};
+    use testcontainers_modules::testcontainers::runners::SyncRunner;
+    use testcontainers_modules::testcontainers::{Container, ImageExt};
+
+    use crate::Error;
+    use crate::counterpart::{Attempt, Counterpart, Provider};
+
+    /// k3s in the `rancher/k3s` image (privileged), as a kube-apiserver. Unlike the local process
+    /// it runs controllers: namespaces finish terminating, garbage collection runs.
+    #[derive(Debug, Clone)]
+    pub struct K3sContainer {
+        /// The image tag; `None` for the module's default.
+        pub tag: Option<String>,
+    }
+
+    /// A running k3s container; dropping it removes the container.
+    pub struct RunningK3s {
+        container: Container<K3s>,
+        kubeconfig: String,
+        _conf: std::path::PathBuf,
+    }
+
+    impl std::fmt::Debug for RunningK3s {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.debug_struct("RunningK3s").field("id", &self.container.id()).field("kubeconfig", &self.kubeconfig).finish()
+        }
+    }
+
+    impl Provider for K3sContainer {
+        fn name(&self) -> &'static str {
+            "container"
+        }
+
+        fn start(&self) -> Result<Attempt, Error> {
+            if let Err(why) = super::docker_answers() {
+                return Ok(Attempt::Unavailable(why));
+            }
+            let start_error =
+                |e: &dyn std::fmt::Display| Error::Start { provider: "container", reason: format!("k3s: {e}"), logs: None };
+            let conf = crate::kafka::work_dir().join(format!("k3s-{}", std::process::id()));
+            std::fs::create_dir_all(&conf).map_err(|e| start_error(&e))?;
+            let image = K3s::default().with_conf_mount(&conf);
+            let request = image.with_privileged(true).with_userns_mode("host");
+            let request = match &self.tag {
+                Some(tag) => request.with_tag(tag.clone()),
+                None => request,
+            };
+            let container = request.start().map_err(|e| start_error(&e))?;
+            let port = container.get_host_port_ipv4(KUBE_SECURE_PORT).map_err(|e| start_error(&e))?;
+            let yaml = container.image().read_kube_config().map_err(|e| start_error(&e))?;
+            // The kubeconfig names the container's own address: point it at the mapped port.
+            let yaml = yaml.replace("https://127.0.0.1:6443", &format!("https://127.0.0.1:{port}"));
+            let kubeconfig = conf.join("kubeconfig");
+            std::fs::write(&kubeconfig, yaml).map_err(|e| start_error(&e))?;
+            let kubeconfig = kubeconfig.to_string_lossy().to_string();
+            Ok(Attempt::Ready(Box::new(RunningK3s { container, kubeconfig, _conf: conf })))
+        }
+    }
+
+    impl Counterpart for RunningK3s {
+        fn address(&self) -> &str {
+            &self.kubeconfig
+        }
+
+        fn describe(&self) -> String {
+            format!("k3s, container {}, kubeconfig {}", self.container.id(), self.kubeconfig)
+        }
+
+        fn logs(&self) -> Option<String> {
+            let out = self.container.stderr_to_vec().ok()?;
+            Some(String::from_utf8_lossy(&out).to_string())
+        }
+    }
+
+    const _: fn() = || {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<RunningK3s>();
+    };
+}

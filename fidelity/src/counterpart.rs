@@ -121,6 +121,13 @@ pub struct ExternalServer {
     describe: String,
 }
 
+impl ExternalServer {
+    /// A server at `address` that someone else runs, described by `describe` in reports.
+    pub fn new(address: impl Into<String>, describe: impl Into<String>) -> ExternalServer {
+        ExternalServer { address: address.into(), describe: describe.into() }
+    }
+}
+
 impl Provider for External {
     fn name(&self) -> &'static str {
         "env"

@@ -119,7 +119,7 @@ pub fn answers(address: &str, timeout: Duration) -> Result<(), String> {
 
 /// The container provider when the crate is built without `containers`.
 #[cfg(not(feature = "containers"))]
-struct NoContainers;
+pub(crate) struct NoContainers;
 
 #[cfg(not(feature = "containers"))]
 impl Provider for NoContainers {

@@ -10,13 +10,16 @@
 //! | [`compare`] | step-by-step comparison, known differences, the side-by-side report |
 //! | [`runner`] | [`Suite`]: runs scenarios on both sides in parallel, prints the table and the counts |
 //! | [`kafka`] | Apache Kafka's counterpart providers and kafkasim as the fake side |
+//! | [`kube`] | kube-apiserver's counterpart providers, kube-rs clients for either side, kubesim as the fake side |
 //!
-//! The guide is `docs/src/fidelity.md`; Kafka's known differences are in `docs/fidelity/kafka.md`.
+//! The guide is `docs/src/fidelity.md`; Kafka's known differences are in `docs/fidelity/kafka.md`,
+//! Kubernetes' in `docs/fidelity/kube.md`.
 
 pub mod compare;
 pub mod container;
 pub mod counterpart;
 pub mod kafka;
+pub mod kube;
 pub mod local;
 pub mod observe;
 pub mod runner;

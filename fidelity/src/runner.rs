@@ -58,6 +58,12 @@ impl Ctx {
         self.recorder.note(label, value);
     }
 
+    /// The run's unique suffix (recorded as `N`), for names that must be shorter than
+    /// [`Ctx::name`] makes them (Kubernetes names: 63 characters).
+    pub fn suffix(&self) -> &str {
+        &self.suffix
+    }
+
     /// The alias of a generated id (see [`Recorder::alias`]).
     pub fn alias(&self, kind: &str, raw: impl AsRef<str>) -> String {
         self.recorder.alias(kind, raw)
@@ -76,6 +82,30 @@ pub struct Scenario {
     pub body: Body,
     /// The known difference it pins, if any.
     pub known: Option<Known>,
+    /// Whether it must run alone, after every other scenario: it changes the shared real server
+    /// for everyone (forcing a compaction of its history).
+    pub alone: bool,
+}
+
+/// `scenario!(module::name)`, `scenario!(module::name, known difference)` or
+/// `scenario!(module::name, known difference, alone)`: a [`Scenario`] named after its body, an
+/// `async fn(&Ctx) -> Result<(), String>`.
+#[macro_export]
+macro_rules! scenario {
+    ($m:ident :: $f:ident) => {
+        $crate::scenario!($m::$f, None)
+    };
+    ($m:ident :: $f:ident, $known:expr) => {
+        $crate::scenario!($m::$f, $known, false)
+    };
+    ($m:ident :: $f:ident, $known:expr, $alone:expr) => {{
+        fn body(
+            ctx: &$crate::runner::Ctx,
+        ) -> ::std::pin::Pin<Box<dyn ::std::future::Future<Output = Result<(), String>> + '_>> {
+            Box::pin($m::$f(ctx))
+        }
+        $crate::runner::Scenario { name: stringify!($f), body, known: $known, alone: $alone }
+    }};
 }
 
 /// A scenario's result.
@@ -166,15 +196,26 @@ fn run_side(scenario: &Scenario, side: Side, address: String, suffix: &str) -> O
 impl Suite {
     /// Runs the scenarios whose names contain `filter` against `real`, `jobs` at a time, printing
     /// one line per scenario as it ends.
+    ///
+    /// Scenarios marked [`Scenario::alone`] run after the others, one at a time.
     pub fn run(&self, real: &dyn Counterpart, filter: Option<&str>, jobs: usize) -> SuiteReport {
-        let selected: Vec<&Scenario> =
-            self.scenarios.iter().filter(|s| filter.is_none_or(|f| s.name.contains(f))).collect();
+        let selected = |alone: bool| -> Vec<&Scenario> {
+            self.scenarios.iter().filter(|s| s.alone == alone && filter.is_none_or(|f| s.name.contains(f))).collect()
+        };
         let suffix = format!(
             "{:x}{:x}",
             std::process::id(),
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0)
                 % 0xffff_ffff
         );
+        let mut outcomes = self.run_batch(&selected(false), real, &suffix, jobs);
+        outcomes.extend(self.run_batch(&selected(true), real, &suffix, 1));
+        let order = |name: &str| self.scenarios.iter().position(|s| s.name == name);
+        outcomes.sort_by_key(|o| order(o.name));
+        SuiteReport { outcomes }
+    }
+
+    fn run_batch(&self, selected: &[&Scenario], real: &dyn Counterpart, suffix: &str, jobs: usize) -> Vec<Outcome> {
         let next = AtomicUsize::new(0);
         let results: Mutex<Vec<Option<Outcome>>> = Mutex::new((0..selected.len()).map(|_| None).collect());
         std::thread::scope(|scope| {
@@ -183,7 +224,7 @@ impl Suite {
                     loop {
                         let i = next.fetch_add(1, Ordering::Relaxed);
                         let Some(scenario) = selected.get(i) else { return };
-                        let outcome = self.run_one(scenario, real.address(), &suffix);
+                        let outcome = self.run_one(scenario, real.address(), suffix);
                         let mark = match &outcome.verdict {
                             Verdict::Equal => "equal",
                             Verdict::KnownDifference(_) => "known",
@@ -196,13 +237,12 @@ impl Suite {
                 });
             }
         });
-        let outcomes = results
+        results
             .into_inner()
             .expect("results lock: nothing panics holding it")
             .into_iter()
             .map(|o| o.expect("every selected scenario ran: the workers run until the list is exhausted"))
-            .collect();
-        SuiteReport { outcomes }
+            .collect()
     }
 
     fn run_one(&self, scenario: &Scenario, real_address: &str, suffix: &str) -> Outcome {
@@ -252,5 +292,82 @@ impl Suite {
         let (equal, known, failed) = report.counts();
         let _ = writeln!(out, "\n{} scenarios: {equal} equal, {known} known differences, {failed} failed", self.name);
         out
+    }
+}
+
+/// The environment variable that sets how many scenarios run at once (default [`JOBS_DEFAULT`]).
+pub const JOBS_ENV: &str = "FIDELITY_JOBS";
+/// How many scenarios run at once unless [`JOBS_ENV`] says otherwise.
+pub const JOBS_DEFAULT: usize = 6;
+
+impl Suite {
+    /// A differential test binary's `main` (`harness = false`): `--list` lists the scenarios;
+    /// otherwise it checks that the known-differences page (`page`, read from `page_path`) lists
+    /// exactly the pinned ids, gets a counterpart from `counterpart`, runs the scenarios whose
+    /// names contain the first non-flag argument, prints the report and a
+    /// `fidelity: P passed, F failed, S skipped` line. Without a counterpart every scenario is
+    /// skipped, or failed when [`crate::required`].
+    pub fn main(
+        &self,
+        page: &str,
+        page_path: &str,
+        counterpart: impl FnOnce() -> Result<crate::Selection, crate::Error>,
+    ) -> std::process::ExitCode {
+        use std::process::ExitCode;
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        if args.iter().any(|a| a == "--list") {
+            for s in &self.scenarios {
+                println!("{}: test", s.name);
+            }
+            return ExitCode::SUCCESS;
+        }
+        let filter = args.iter().find(|a| !a.starts_with('-')).map(String::as_str);
+        let selected = self.scenarios.iter().filter(|s| filter.is_none_or(|f| s.name.contains(f))).count();
+
+        // The page and the pinned scenarios must list the same ids, counterpart or not.
+        let known: Vec<&str> = self.scenarios.iter().filter_map(|s| s.known.map(|k: Known| k.id)).collect();
+        if let Err(e) = crate::compare::check_documented(page, &known) {
+            println!("{page_path}: {e}");
+            println!("fidelity: 0 passed, 1 failed, {selected} skipped");
+            return ExitCode::FAILURE;
+        }
+
+        let counterpart = match counterpart() {
+            Ok(crate::Selection::Ready(c)) => c,
+            Ok(crate::Selection::Skipped(skip)) => {
+                println!("{} differential suite: {skip}", self.name);
+                if crate::required() {
+                    println!("FIDELITY_REQUIRE is set: a missing counterpart is a failure");
+                    println!("fidelity: 0 passed, {selected} failed, 0 skipped");
+                    return ExitCode::FAILURE;
+                }
+                println!("fidelity: 0 passed, 0 failed, {selected} skipped");
+                return ExitCode::SUCCESS;
+            }
+            Err(e) => {
+                println!("{} differential suite: {e}", self.name);
+                if let crate::Error::Start { logs: Some(logs), .. } = &e {
+                    println!("--- the counterpart's log ---\n{logs}");
+                }
+                println!("fidelity: 0 passed, {selected} failed, 0 skipped");
+                return ExitCode::FAILURE;
+            }
+        };
+        println!("{} differential suite against {}", self.name, counterpart.describe());
+        let jobs = std::env::var(JOBS_ENV).ok().and_then(|j| j.parse().ok()).unwrap_or(JOBS_DEFAULT);
+        let report = self.run(counterpart.as_ref(), filter, jobs);
+        print!("{}", self.render(&report));
+        let (equal, known, failed) = report.counts();
+        if failed > 0
+            && let Some(logs) = counterpart.logs()
+        {
+            let tail: Vec<&str> = logs.lines().rev().take(40).collect();
+            println!("--- the last lines of the real server's log ---");
+            for line in tail.into_iter().rev() {
+                println!("{line}");
+            }
+        }
+        println!("fidelity: {} passed, {failed} failed, 0 skipped", equal + known);
+        if failed > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS }
     }
 }

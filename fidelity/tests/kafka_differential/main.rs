@@ -9,33 +9,17 @@
 //!
 //! `cargo test -p fidelity --test kafka_differential -- FILTER` runs the scenarios whose names
 //! contain FILTER; `--list` lists them. `FIDELITY_JOBS` sets how many run at once (default 6).
+//! The main function is `Suite::main`, shared with the Kubernetes suite.
 
 mod clients;
 mod groups;
 mod support;
 mod wire;
 
-use std::future::Future;
-use std::pin::Pin;
 use std::process::ExitCode;
 
-use fidelity::runner::{Ctx, Scenario, Suite};
-use fidelity::{Known, Selection};
-
-type Body<'a> = Pin<Box<dyn Future<Output = Result<(), String>> + 'a>>;
-
-/// `scenario!(module::name)` or `scenario!(module::name, known difference)`.
-macro_rules! scenario {
-    ($m:ident :: $f:ident) => {
-        scenario!($m::$f, None)
-    };
-    ($m:ident :: $f:ident, $known:expr) => {{
-        fn body(ctx: &Ctx) -> Body<'_> {
-            Box::pin($m::$f(ctx))
-        }
-        Scenario { name: stringify!($f), body, known: $known }
-    }};
-}
+use fidelity::runner::{Scenario, Suite};
+use fidelity::{Known, scenario};
 
 fn scenarios() -> Vec<Scenario> {
     vec![
@@ -131,7 +115,6 @@ fn start_kafkasim() -> std::io::Result<(Box<dyn std::any::Any + Send>, String)> 
 const KNOWN_PAGE: &str = include_str!("../../../docs/fidelity/kafka.md");
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
     let suite = Suite {
         name: "kafka",
         fake_name: "kafkasim",
@@ -139,58 +122,5 @@ fn main() -> ExitCode {
         start_fake: start_kafkasim,
         scenarios: scenarios(),
     };
-    if args.iter().any(|a| a == "--list") {
-        for s in &suite.scenarios {
-            println!("{}: test", s.name);
-        }
-        return ExitCode::SUCCESS;
-    }
-    let filter = args.iter().find(|a| !a.starts_with('-')).map(String::as_str);
-    let selected = suite.scenarios.iter().filter(|s| filter.is_none_or(|f| s.name.contains(f))).count();
-
-    // The page and the pinned scenarios must list the same ids, counterpart or not.
-    let known: Vec<&str> = suite.scenarios.iter().filter_map(|s| s.known.map(|k: Known| k.id)).collect();
-    if let Err(e) = fidelity::compare::check_documented(KNOWN_PAGE, &known) {
-        println!("docs/fidelity/kafka.md: {e}");
-        println!("fidelity: 0 passed, 1 failed, {selected} skipped");
-        return ExitCode::FAILURE;
-    }
-
-    let counterpart = match fidelity::kafka::counterpart() {
-        Ok(Selection::Ready(c)) => c,
-        Ok(Selection::Skipped(skip)) => {
-            println!("kafka differential suite: {skip}");
-            if fidelity::required() {
-                println!("FIDELITY_REQUIRE is set: a missing counterpart is a failure");
-                println!("fidelity: 0 passed, {selected} failed, 0 skipped");
-                return ExitCode::FAILURE;
-            }
-            println!("fidelity: 0 passed, 0 failed, {selected} skipped");
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => {
-            println!("kafka differential suite: {e}");
-            if let fidelity::Error::Start { logs: Some(logs), .. } = &e {
-                println!("--- the counterpart's log ---\n{logs}");
-            }
-            println!("fidelity: 0 passed, {selected} failed, 0 skipped");
-            return ExitCode::FAILURE;
-        }
-    };
-    println!("kafka differential suite against {}", counterpart.describe());
-    let jobs = std::env::var("FIDELITY_JOBS").ok().and_then(|j| j.parse().ok()).unwrap_or(6);
-    let report = suite.run(counterpart.as_ref(), filter, jobs);
-    print!("{}", suite.render(&report));
-    let (equal, known, failed) = report.counts();
-    if failed > 0
-        && let Some(logs) = counterpart.logs()
-    {
-        let tail: Vec<&str> = logs.lines().rev().take(40).collect();
-        println!("--- the last lines of the real broker's log ---");
-        for line in tail.into_iter().rev() {
-            println!("{line}");
-        }
-    }
-    println!("fidelity: {} passed, {failed} failed, 0 skipped", equal + known);
-    if failed > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+    suite.main(KNOWN_PAGE, "docs/fidelity/kafka.md", fidelity::kafka::counterpart)
 }

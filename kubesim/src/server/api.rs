@@ -317,6 +317,17 @@ impl ApiServer {
         lock(&self.inner.watchers).retain(|w| w.id != id);
     }
 
+    /// Compacts the history below `revision`, as etcd's `Compact(revision)` (which
+    /// kube-apiserver runs every `--etcd-compaction-interval`) does: afterwards a watch from a
+    /// resourceVersion below `revision - 1`, and a list continued from a page served before it,
+    /// answer 410 Gone. Watches already open keep streaming. A `revision` above the current
+    /// resourceVersion compacts everything.
+    pub fn compact(&self, revision: u64) {
+        let revision = revision.min(self.rv() + 1);
+        lock(&self.inner.store).compact_to(revision.saturating_sub(1));
+        self.record("kube.compact", &self.inner.host, format!("revision {revision}"));
+    }
+
     /// Restarts the server now: every connection ends; it refuses connections for `down`.
     pub fn restart(&self, down: Duration) {
         let until = self.elapsed() + down;

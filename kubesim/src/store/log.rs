@@ -65,6 +65,14 @@ impl TypeLog {
         }
     }
 
+    /// Drops every event at or below `rv` and raises the floor to it (a forced compaction).
+    pub fn compact_to(&mut self, rv: u64) {
+        while self.events.front().is_some_and(|e| e.rv <= rv) {
+            self.events.pop_front();
+        }
+        self.floor = self.floor.max(rv);
+    }
+
     /// The events after `rv`, or `Err(floor)` when some of them were compacted away.
     pub fn since(&self, rv: u64) -> Result<impl DoubleEndedIterator<Item = &LogEvent>, u64> {
         if rv < self.floor {

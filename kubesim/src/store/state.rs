@@ -123,6 +123,13 @@ impl Store {
         }
     }
 
+    /// Drops every type's history at or below `rv` (see [`TypeLog::compact_to`]).
+    pub fn compact_to(&mut self, rv: u64) {
+        for log in self.logs.values_mut() {
+            log.compact_to(rv);
+        }
+    }
+
     /// The oldest resourceVersion `ty`'s history can be read from.
     pub fn floor(&self, ty: &ResourceType) -> u64 {
         self.logs.get(&ty.qualified()).map_or(BOOT_NAMESPACES.len() as u64, TypeLog::floor)
