@@ -44,7 +44,11 @@ pub fn invalid(ty: &ResourceType, name: &str, causes: &[(&str, &str, String)]) -
     let joined = if listed.len() == 1 { listed[0].clone() } else { format!("[{}]", listed.join(", ")) };
     let causes: Vec<Value> = causes.iter().map(|(r, f, m)| json!({"reason": r, "message": m, "field": f})).collect();
     ApiError {
-        details: json!({"name": name, "group": ty.group, "kind": ty.kind, "causes": causes}),
+        details: {
+            let mut d = crate::status::details(name, &ty.group, &ty.kind);
+            d["causes"] = json!(causes);
+            d
+        },
         ..ApiError::new(422, "Invalid", format!("{} \"{name}\" is invalid: {joined}", ty.qualified_kind()))
     }
 }
@@ -192,12 +196,30 @@ pub fn prepare_create(ty: &ResourceType, mut obj: Value, cx: CreateCtx<'_>) -> R
         meta_mut(&mut obj).insert("name".into(), json!(name));
     }
     let name = name_of(&obj).to_string();
+    // apimachinery's ValidateObjectMeta: generateName first (validated as a prefix: a trailing
+    // '-' is allowed), then the name; every failure is one cause.
+    let mut causes: Vec<(&str, String, String)> = Vec::new();
+    if let Some(prefix) = obj["metadata"]["generateName"].as_str().filter(|s| !s.is_empty()) {
+        let masked = match prefix.strip_suffix('-') {
+            Some(head) => format!("{head}a"),
+            None => prefix.to_string(),
+        };
+        if let Err(m) = validate_name(&masked, name_rule(ty)) {
+            let m = m.replacen(&format!("{masked:?}"), &format!("{prefix:?}"), 1);
+            causes.push(("FieldValueInvalid", "metadata.generateName".into(), m));
+        }
+    }
     if name.is_empty() {
         let msg = "Required value: name or generateName is required".to_string();
-        return Err(invalid(ty, "", &[("FieldValueRequired", "metadata.name", msg)]));
+        causes.push(("FieldValueRequired", "metadata.name".into(), msg));
+    } else if let Err(m) = validate_name(&name, name_rule(ty)) {
+        causes.push(("FieldValueInvalid", "metadata.name".into(), m));
     }
-    validate_name(&name, name_rule(ty))
-        .map_err(|m| invalid(ty, &name, &[("FieldValueInvalid", "metadata.name", m)]))?;
+    causes.extend(validate_fields(ty, &obj));
+    if !causes.is_empty() {
+        let causes: Vec<(&str, &str, String)> = causes.iter().map(|(r, f, m)| (*r, f.as_str(), m.clone())).collect();
+        return Err(invalid(ty, &name, &causes));
+    }
     let uid = uid(cx.rng);
     let meta = meta_mut(&mut obj);
     match (ty.namespaced, cx.ns) {
@@ -387,6 +409,38 @@ fn check_immutable_data(ty: &ResourceType, old: &Value, new: &Value) -> Result<(
     Ok(())
 }
 
+/// Type-specific field validation the real server runs on create and update: ConfigMap `data`
+/// and `binaryData` keys and Secret `data` and `stringData` keys must match `[-._a-zA-Z0-9]+`
+/// (apimachinery `IsConfigMapKey`), at most 253 characters.
+///
+/// Returns `(reason, field path, message)` per failure.
+pub fn validate_fields(ty: &ResourceType, obj: &Value) -> Vec<(&'static str, String, String)> {
+    let maps: &[&str] = match (ty.group.as_str(), ty.kind.as_str()) {
+        ("", "ConfigMap") => &["data", "binaryData"],
+        ("", "Secret") => &["data", "stringData"],
+        _ => return Vec::new(),
+    };
+    let mut causes = Vec::new();
+    for field in maps {
+        let Some(map) = obj.get(*field).and_then(Value::as_object) else { continue };
+        for key in map.keys() {
+            let ok = !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || "-._".contains(c));
+            let msg = if key.len() > 253 {
+                format!("Invalid value: {key:?}: must be no more than 253 characters")
+            } else if !ok {
+                format!(
+                    "Invalid value: {key:?}: a valid config key must consist of alphanumeric characters, '-', '_' or '.' \
+                     (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')"
+                )
+            } else {
+                continue;
+            };
+            causes.push(("FieldValueInvalid", format!("{field}[{key}]"), msg));
+        }
+    }
+    causes
+}
+
 /// Applies the update rules (module docs) to `new` against the stored `old` (the caller has
 /// checked the resourceVersion); returns the object to store (the store sets the new
 /// resourceVersion).
@@ -398,6 +452,11 @@ pub fn prepare_update(
     endpoint: Endpoint,
 ) -> Result<Value, ApiError> {
     check_update_identity(ty, old, &new, ns)?;
+    let causes = validate_fields(ty, &new);
+    if !causes.is_empty() {
+        let causes: Vec<(&str, &str, String)> = causes.iter().map(|(r, f, m)| (*r, f.as_str(), m.clone())).collect();
+        return Err(invalid(ty, name_of(old), &causes));
+    }
     let mut new = match endpoint {
         Endpoint::Main => new,
         Endpoint::Status => status_update(ty, old, new),

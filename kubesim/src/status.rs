@@ -48,9 +48,19 @@ impl What<'_> {
         }
     }
 
+    /// `{"name", "group", "kind"}`; the group is left out for the core group (`omitempty`).
     fn details(&self) -> Value {
-        json!({"name": self.name, "group": self.group, "kind": self.resource})
+        details(self.name, self.group, self.resource)
     }
+}
+
+/// `Status.details` as the real server writes it: `group` omitted when empty.
+pub(crate) fn details(name: &str, group: &str, kind: &str) -> Value {
+    let mut d = json!({"name": name, "kind": kind});
+    if !group.is_empty() {
+        d["group"] = json!(group);
+    }
+    d
 }
 
 impl ApiError {
@@ -93,11 +103,23 @@ impl ApiError {
         }
     }
 
+    /// 409 `Conflict` naming the object by kind (`Operation cannot be fulfilled on ConfigMap
+    /// "x": …`), as the generic registry's delete preconditions do; details name the kind too.
+    pub fn conflict_on_kind(kind: &str, name: &str, cause: &str) -> ApiError {
+        ApiError {
+            details: json!({"name": name, "kind": kind}),
+            ..ApiError::new(409, "Conflict", format!("Operation cannot be fulfilled on {kind} \"{name}\": {cause}"))
+        }
+    }
+
     /// 422 `Invalid`: `ConfigMap "x" is invalid: metadata.resourceVersion: Invalid value: …`.
     pub fn invalid(kind: &str, what: What<'_>, field: &str, message: &str) -> ApiError {
         ApiError {
-            details: json!({"name": what.name, "group": what.group, "kind": kind,
-                "causes": [{"reason": "FieldValueInvalid", "message": message, "field": field}]}),
+            details: {
+                let mut d = details(what.name, what.group, kind);
+                d["causes"] = json!([{"reason": "FieldValueInvalid", "message": message, "field": field}]);
+                d
+            },
             ..ApiError::new(422, "Invalid", format!("{kind} \"{}\" is invalid: {field}: {message}", what.name))
         }
     }
@@ -173,6 +195,12 @@ impl ApiError {
             "reason": self.reason,
             "code": self.code,
         });
+        if self.reason.is_empty()
+            && let Some(map) = status.as_object_mut()
+        {
+            // `reason` is `omitempty`: plain storage errors carry none.
+            map.remove("reason");
+        }
         if !self.details.is_null() {
             status["details"] = self.details.clone();
         }

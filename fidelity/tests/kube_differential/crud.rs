@@ -1,10 +1,24 @@
 //! Create, get, update and delete over raw HTTP: status codes, Status reasons and messages, and
 //! the objects as stored.
 
-use fidelity::runner::Ctx;
+use fidelity::runner::{Ctx, Scenario};
+use fidelity::scenario;
 use serde_json::json;
 
-use crate::support::{Kube, config_map};
+use crate::support::{Kube, config_map, mask_generated};
+
+pub fn scenarios() -> Vec<Scenario> {
+    vec![
+        scenario!(self::create_get_update_delete_a_config_map),
+        scenario!(self::update_with_a_stale_resource_version_is_a_conflict),
+        scenario!(self::create_of_an_existing_name_is_already_exists),
+        scenario!(self::get_and_delete_of_a_missing_object_are_not_found),
+        scenario!(self::generate_name_makes_a_unique_name),
+        scenario!(self::delete_preconditions_on_uid_and_resource_version),
+        scenario!(self::create_in_a_missing_namespace_is_not_found),
+        scenario!(self::invalid_names_and_bodies_are_unprocessable),
+    ]
+}
 
 pub async fn create_get_update_delete_a_config_map(ctx: &Ctx) -> Result<(), String> {
     let k = Kube::new(ctx).await?;
@@ -83,7 +97,7 @@ pub async fn generate_name_makes_a_unique_name(ctx: &Ctx) -> Result<(), String> 
     let second = a.body.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default().to_string();
     k.note("second create", format!("{} distinct: {}", a.summary(), first != second));
     let a = k.send("POST", &k.core("configmaps", None), Some(json!({"metadata": {"generateName": "Bad_"}}))).await?;
-    k.note("invalid prefix", a.summary());
+    k.note("invalid prefix", mask_generated(&a.summary(), "Bad_"));
     let a = k.send("POST", &k.core("configmaps", None), Some(json!({"metadata": {}}))).await?;
     k.note("neither name nor generateName", a.summary());
     Ok(())
@@ -96,10 +110,10 @@ pub async fn delete_preconditions_on_uid_and_resource_version(ctx: &Ctx) -> Resu
     let rv = a.rv();
     let wrong_uid = json!({"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": "00000000-0000-0000-0000-000000000000"}});
     let a = k.send("DELETE", &k.core("configmaps", Some("p")), Some(wrong_uid)).await?;
-    k.note("delete with another uid", k.answer(&a));
+    k.note("delete with another uid", k.answer(&a).replace(&uid, "UID"));
     let wrong_rv = json!({"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"resourceVersion": "1"}});
     let a = k.send("DELETE", &k.core("configmaps", Some("p")), Some(wrong_rv)).await?;
-    k.note("delete with an old resourceVersion", k.answer(&a));
+    k.note("delete with an old resourceVersion", k.answer(&a).replace(&format!("({rv})"), "(RV)"));
     let right = json!({"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": uid, "resourceVersion": rv}});
     let a = k.send("DELETE", &k.core("configmaps", Some("p")), Some(right)).await?;
     k.note("delete with both right", a.summary());

@@ -26,16 +26,7 @@ use fidelity::runner::{Scenario, Suite};
 use fidelity::{Known, scenario};
 
 fn scenarios() -> Vec<Scenario> {
-    let mut all = vec![
-        scenario!(crud::create_get_update_delete_a_config_map),
-        scenario!(crud::update_with_a_stale_resource_version_is_a_conflict),
-        scenario!(crud::create_of_an_existing_name_is_already_exists),
-        scenario!(crud::get_and_delete_of_a_missing_object_are_not_found),
-        scenario!(crud::generate_name_makes_a_unique_name),
-        scenario!(crud::delete_preconditions_on_uid_and_resource_version),
-        scenario!(crud::create_in_a_missing_namespace_is_not_found),
-        scenario!(crud::invalid_names_and_bodies_are_unprocessable),
-    ];
+    let mut all = crud::scenarios();
     // Each module lists its own scenarios (so that several people can add to the suite at once).
     all.extend(lists::scenarios());
     all.extend(watches::scenarios());

@@ -284,6 +284,26 @@ async fn etcd_compact(etcd: &str, revision: u64) -> Result<(), String> {
     if out.starts_with("HTTP/1.1 200") { Ok(()) } else { Err(format!("etcd compaction: {}", out.lines().next().unwrap_or("")) ) }
 }
 
+/// `text` with every `prefix` followed by a generated 5-character suffix (generateName) written
+/// as `prefixXXXXX`.
+pub fn mask_generated(text: &str, prefix: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(i) = rest.find(prefix) {
+        let after = &rest[i + prefix.len()..];
+        out.push_str(&rest[..i + prefix.len()]);
+        let n = after.chars().take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit()).count();
+        if n == 5 {
+            out.push_str("XXXXX");
+            rest = &after[5..];
+        } else {
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// `{scenario}-{base}-{suffix}`, the scenario part shortened so that the whole fits in 63
 /// characters (an empty `base` is left out).
 pub fn short_name(ctx: &Ctx, base: &str) -> String {
@@ -375,4 +395,74 @@ pub fn field_sets(object: &Value) -> String {
 /// `cm` ConfigMap `name` with `data`.
 pub fn config_map(name: &str, data: Value) -> Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data})
+}
+
+/// Deployment `name` (one replica, selector `app: name`) with `containers` (each at least a name
+/// and an image).
+pub fn deployment(name: &str, containers: Value) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": containers}}}})
+}
+
+/// A namespaced CustomResourceDefinition of kind `Widget` in a group unique to the run
+/// (`{suffix}.fidelity.example.com`), version `v1`, with a structural schema (`spec.size`: an
+/// integer 1..=10, `spec.color`: a string; a `status` object) and the status subresource.
+/// Returns the CRD and its group.
+pub fn widget_crd(ctx: &Ctx) -> (Value, String) {
+    let group = format!("{}.fidelity.example.com", ctx.suffix());
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("widgets.{group}")},
+        "spec": {"group": group, "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList",
+                "shortNames": ["wd"]},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "properties": {
+                        "size": {"type": "integer", "minimum": 1, "maximum": 10},
+                        "color": {"type": "string"}}},
+                    "status": {"type": "object", "properties": {"ready": {"type": "boolean"}}}}}}}]}});
+    (crd, group)
+}
+
+impl Kube<'_> {
+    /// Creates `crd` and polls it (every 100 ms, 10 s at most) until its `Established`
+    /// condition is `True`. Returns the create's summary and `established` or `not established`.
+    pub async fn create_crd(&self, crd: &Value) -> Result<(String, String), String> {
+        let path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+        let name = crd.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
+        let a = self.send("POST", path, Some(crd.clone())).await?;
+        let created = a.summary();
+        if a.code != 201 {
+            return Ok((created, "not established".into()));
+        }
+        for _ in 0..100 {
+            let a = self.send("GET", &format!("{path}/{name}"), None).await?;
+            let established = a.body.pointer("/status/conditions").and_then(Value::as_array).is_some_and(|cs| {
+                cs.iter().any(|c| c["type"] == "Established" && c["status"] == "True")
+            });
+            if established {
+                // Discovery and the CR endpoint follow a moment later on the real server.
+                for _ in 0..50 {
+                    let g = crd.pointer("/spec/group").and_then(Value::as_str).unwrap_or_default();
+                    let plural = crd.pointer("/spec/names/plural").and_then(Value::as_str).unwrap_or_default();
+                    let list = self.send("GET", &self.group(&format!("{g}/v1"), plural, None), None).await?;
+                    if list.code == 200 {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                return Ok((created, "established".into()));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok((created, "not established".into()))
+    }
+
+    /// Deletes the CustomResourceDefinition `name` (cluster-scoped: scenarios clean theirs up).
+    pub async fn delete_crd(&self, name: &str) -> Result<Answer, String> {
+        self.send("DELETE", &format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"), None).await
+    }
 }

@@ -195,8 +195,19 @@ impl Store {
         w: &mut WriteCtx<'_>,
     ) -> Result<Value, ApiError> {
         check_subresource(ty, sub)?;
+        // The handler compares the names before reading the stored object.
+        let body_name = meta::name_of(&obj);
+        if !body_name.is_empty() && body_name != name {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({body_name}) does not match the name on the URL ({name})"
+            )));
+        }
         let old = self.stored_or_404(ty, ns, name)?;
         match meta::rv_of(&obj) {
+            // The storage layer parses it first: a plain error with an empty reason.
+            Some(rv) if rv.parse::<u64>().is_err() => {
+                return Err(ApiError::new(500, "", format!("strconv.ParseUint: parsing {rv:?}: invalid syntax")));
+            }
             None if !ty.allow_unconditional_update => {
                 let msg = "Invalid value: 0x0: must be specified for an update".to_string();
                 return Err(meta::invalid(ty, name, &[("FieldValueInvalid", "metadata.resourceVersion", msg)]));
@@ -390,17 +401,21 @@ fn check_preconditions(ty: &ResourceType, name: &str, old: &Value, opts: &Delete
     if let Some(want) = opts.preconditions_uid.as_deref()
         && want != uid
     {
-        let cause = format!("Precondition failed: UID in precondition: {want}, UID in object meta: {uid}");
-        return Err(ApiError::conflict_because(ty.what(name), &cause));
+        // The generic registry's own wording (not the storage layer's `Precondition failed: …`),
+        // naming the object by kind.
+        let cause = format!(
+            "the UID in the precondition ({want}) does not match the UID in record ({uid}). The object might have been deleted and then recreated"
+        );
+        return Err(ApiError::conflict_on_kind(&ty.kind, name, &cause));
     }
     let rv = meta::rv_of(old).unwrap_or("");
     if let Some(want) = opts.preconditions_rv.as_deref()
         && want != rv
     {
         let cause = format!(
-            "Precondition failed: ResourceVersion in precondition: {want}, ResourceVersion in object meta: {rv}"
+            "the ResourceVersion in the precondition ({want}) does not match the ResourceVersion in record ({rv}). The object might have been modified"
         );
-        return Err(ApiError::conflict_because(ty.what(name), &cause));
+        return Err(ApiError::conflict_on_kind(&ty.kind, name, &cause));
     }
     Ok(())
 }
