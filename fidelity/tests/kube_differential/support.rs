@@ -466,3 +466,37 @@ impl Kube<'_> {
         self.send("DELETE", &format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"), None).await
     }
 }
+
+impl Kube<'_> {
+    /// A PATCH of `content_type` with `body` sent as is (for malformed bodies).
+    pub async fn send_raw_patch(&self, path: &str, content_type: &str, body: &str) -> Result<Answer, String> {
+        self.send_typed("PATCH", path, content_type, Some(body.to_string())).await
+    }
+}
+
+/// A CRD delete's answer: the code, the kind answered, whether a deletionTimestamp is set, the
+/// finalizers.
+pub fn deleted_crd(a: &Answer) -> String {
+    format!(
+        "{} kind={} deletionTimestamp={} finalizers={}",
+        a.code,
+        a.body["kind"].as_str().unwrap_or("-"),
+        a.body.pointer("/metadata/deletionTimestamp").is_some(),
+        a.body.pointer("/metadata/finalizers").cloned().unwrap_or(Value::Null)
+    )
+}
+
+impl Kube<'_> {
+    /// Polls the CRD `name` (every 100 ms, 10 s at most) until it is gone: `gone` or `still
+    /// there`.
+    pub async fn crd_gone(&self, name: &str) -> Result<String, String> {
+        for _ in 0..100 {
+            let a = self.send("GET", &format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"), None).await?;
+            if a.code == 404 {
+                return Ok("gone".into());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok("still there".into())
+    }
+}

@@ -1,7 +1,8 @@
 //! JSON patch (RFC 6902, `application/json-patch+json`) through the `json-patch` crate, with the
 //! real server's errors (`k8s.io/apiserver` `endpoints/handlers/patch.go`, since kubernetes PR
 //! #68346):
-//! - a body that does not decode as a patch → 400 `BadRequest` with the decoder's message;
+//! - a body that is not an array of objects → 400 `BadRequest` (worded in [`super::decode`]);
+//! - an item that is not an operation (an unknown `op`, no `path`) → the 422 below;
 //! - an operation that fails on the object (a `test` whose value differs, a path that does not
 //!   exist) → 422 `Invalid` built by `NewGenericServerResponse(422, …)`, whose message is the
 //!   generic "the server rejected our request due to an error in our request" and whose details
@@ -25,8 +26,11 @@ pub const REJECTED: &str = "the server rejected our request due to an error in o
 /// The target with the JSON patch applied. Errors: 400 for a malformed patch, 422 `Invalid`
 /// (message [`REJECTED`]) for a failed operation, `test` included.
 pub fn json(target: &Value, patch: &Value) -> Result<Value, ApiError> {
-    let ops: json_patch::Patch =
-        serde_json::from_value(patch.clone()).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    // An array of objects that are not all operations (an unknown `op`, a missing `path`) fails
+    // when applied on the real server: the generic 422, as for a failed `test`.
+    let ops: json_patch::Patch = serde_json::from_value(patch.clone()).map_err(|e| {
+        if patch.is_array() { rejected() } else { ApiError::bad_request(e.to_string()) }
+    })?;
     let mut out = target.clone();
     for op in &ops.0 {
         if let json_patch::PatchOperation::Test(t) = op
@@ -102,6 +106,7 @@ mod tests {
         let obj = json!({});
         assert_eq!(json(&obj, &json!([{"op": "remove", "path": "/x"}])).unwrap_err().code, 422);
         assert_eq!(json(&obj, &json!({"op": "add"})).unwrap_err().code, 400);
-        assert_eq!(json(&obj, &json!([{"op": "frob", "path": "/x"}])).unwrap_err().code, 400);
+        // An unknown operation fails when applied on the real server: the generic 422.
+        assert_eq!(json(&obj, &json!([{"op": "frob", "path": "/x"}])).unwrap_err().code, 422);
     }
 }

@@ -64,6 +64,7 @@
 //! `before-first-apply`, the untracked metadata (`StripMetaManager`), the strategic directives.
 
 pub mod apply;
+pub mod decode;
 pub mod fields;
 pub mod json;
 pub mod managed;

@@ -11,10 +11,12 @@
 //! - custom resources (any kind not in [`super::schema::BUILTIN_KINDS`]) → 415, as the real
 //!   server answers (strategic merge needs Go types; CRs offer merge, JSON and apply patches).
 //!
-//! Known differences: `$setElementOrder/<field>` is accepted and ignored (the merged order is
-//! the live items' order with new items appended; the real server reorders to the given
-//! order); the real server's list of keyed fields is longer than [`super::schema::list_type`]'s
-//! table; an unknown `$patch` value is 400 here.
+//! A merged list comes out in the real server's order: the patch's items first where they are
+//! new (see `element_order`); an unknown `$patch` value is the real server's plain 500.
+//!
+//! Known differences: `$setElementOrder/<field>` is accepted and ignored (the real server
+//! reorders to the given order); the real server's list of keyed fields is longer than
+//! [`super::schema::list_type`]'s table.
 
 use super::schema::{ListType, is_builtin, list_type};
 use crate::status::ApiError;
@@ -58,7 +60,13 @@ fn directive(patch: &Map<String, Value>) -> Result<Option<&str>, ApiError> {
     match patch.get("$patch") {
         None => Ok(None),
         Some(Value::String(s)) if matches!(s.as_str(), "replace" | "delete" | "merge") => Ok(Some(s)),
-        Some(other) => Err(ApiError::bad_request(format!("unknown patch type: {other} in map"))),
+        // The real server's strategicpatch error reaches the client as a plain 500 (no reason),
+        // the map printed as Go's `%v` prints it.
+        Some(other) => Err(ApiError::new(
+            500,
+            "",
+            format!("unknown patch type: {} in map: {}", go_fmt(other), go_fmt(&Value::Object(patch.clone()))),
+        )),
     }
 }
 
@@ -164,12 +172,14 @@ fn merge_list(
         };
         return Ok(());
     }
+    let original = live.clone();
     let ListType::Map(mk) = ty else {
         for item in patch {
             if !live.contains(item) {
                 live.push(item.clone());
             }
         }
+        *live = element_order(std::mem::take(live), patch, &original, |v| Some(v.clone()));
         return Ok(());
     };
     for item in patch {
@@ -198,7 +208,58 @@ fn merge_list(
             (None, _) => live.push(Value::Object(plain(p))),
         }
     }
+    *live = element_order(std::mem::take(live), patch, &original, |v| v.get(mk).cloned());
     Ok(())
+}
+
+/// The merged list in the real server's order (`normalizeElementOrder` and `mergeSortedSlice`
+/// in strategicpatch): the items the patch names in the patch's order, the others in the live
+/// order, interleaved so that a live item comes before a patch item only when both were live
+/// and it was earlier. So a new item lands before the live items that follow no patch item.
+fn element_order(
+    merged: Vec<Value>,
+    patch: &[Value],
+    original: &[Value],
+    key: impl Fn(&Value) -> Option<Value>,
+) -> Vec<Value> {
+    let patch_keys: Vec<Value> = patch.iter().filter_map(&key).collect();
+    let index = |list: &[Value], item: &Value| -> Option<usize> {
+        let k = key(item)?;
+        list.iter().position(|l| key(l).as_ref() == Some(&k))
+    };
+    let (mut named, server_only): (Vec<Value>, Vec<Value>) =
+        merged.into_iter().partition(|item| key(item).is_some_and(|k| patch_keys.contains(&k)));
+    named.sort_by_key(|item| key(item).and_then(|k| patch_keys.iter().position(|p| *p == k)));
+    let (mut left, mut right) = (server_only.into_iter().peekable(), named.into_iter().peekable());
+    let mut out = Vec::new();
+    loop {
+        let take_left = match (left.peek(), right.peek()) {
+            (None, None) => break,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (Some(l), Some(r)) => matches!((index(original, l), index(original, r)), (Some(li), Some(ri)) if li < ri),
+        };
+        let next = if take_left { left.next() } else { right.next() };
+        out.extend(next);
+    }
+    out
+}
+
+/// A JSON value as Go's `fmt` `%v` prints the decoded `interface{}` (maps with sorted keys).
+fn go_fmt(v: &Value) -> String {
+    match v {
+        Value::Null => "<nil>".into(),
+        Value::String(s) => s.clone(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::Array(items) => format!("[{}]", items.iter().map(go_fmt).collect::<Vec<_>>().join(" ")),
+        Value::Object(m) => {
+            let mut entries: Vec<(&String, &Value)> = m.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            let inner: Vec<String> = entries.iter().map(|(k, v)| format!("{k}:{}", go_fmt(v))).collect();
+            format!("map[{}]", inner.join(" "))
+        }
+    }
 }
 
 #[cfg(test)]
@@ -222,10 +283,11 @@ mod tests {
         let cs = &out["spec"]["template"]["spec"]["containers"];
         assert_eq!(cs.as_array().unwrap().len(), 3);
         assert_eq!(cs[0]["image"], "app:2");
-        assert_eq!(cs[0]["env"], json!([{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]));
+        // The real server's order: a new item comes before the live items after the patch's.
+        assert_eq!(cs[0]["env"], json!([{"name": "B", "value": "2"}, {"name": "A", "value": "1"}]));
         assert_eq!(cs[0]["args"], json!(["y"]), "atomic lists are replaced");
-        assert_eq!(cs[1]["name"], "side");
-        assert_eq!(cs[2]["name"], "new");
+        assert_eq!(cs[1]["name"], "new");
+        assert_eq!(cs[2]["name"], "side");
     }
 
     #[test]
@@ -233,7 +295,7 @@ mod tests {
         let patch = json!({"metadata": {"finalizers": ["b"]}, "spec": {"template": {"spec": {"containers": [
             {"name": "side", "$patch": "delete"}]}}}});
         let out = strategic(&deployment(), &patch, "Deployment").unwrap();
-        assert_eq!(out["metadata"]["finalizers"], json!(["a", "b"]));
+        assert_eq!(out["metadata"]["finalizers"], json!(["b", "a"]));
         assert_eq!(out["spec"]["template"]["spec"]["containers"].as_array().unwrap().len(), 1);
 
         let patch = json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["a"]},
