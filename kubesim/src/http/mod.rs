@@ -221,10 +221,8 @@ where
             Ok(json_response(StatusCode::OK, &out))
         }
         ApiVerb::Patch => {
-            let apply = matches!(
-                content_type.as_deref(),
-                Some("application/apply-patch+yaml" | "application/apply-patch+json")
-            );
+            let apply = crate::patch::decode::is_apply(content_type.as_deref());
+            crate::patch::decode::check_type(content_type.as_deref(), ty.crd.is_some())?;
             crate::patch::validate_patch_options(apply, manager, query.0.contains_key("force"))?;
             let patch = patch_of(&ty, content_type.as_deref(), &body, &query)?;
             let existed = api.read(|s| s.get(&ty, ns, name).is_ok());
@@ -239,6 +237,11 @@ where
                 Deleted::Marked(obj) => json_response(StatusCode::OK, &obj),
                 Deleted::Gone(obj) => json_response(StatusCode::OK, &success(&ty, name, &obj)),
             })
+        }
+        ApiVerb::DeleteCollection if !ty.deletecollection() => {
+            let mut e = ApiError::new(405, "MethodNotAllowed", "the server does not allow this method on the requested resource");
+            e.details = serde_json::json!({});
+            Err(e)
         }
         ApiVerb::DeleteCollection => {
             let list = query.list_options()?;
@@ -284,28 +287,7 @@ fn list_json(ty: &ResourceType, list: List) -> Value {
 }
 
 fn patch_of(ty: &ResourceType, content_type: Option<&str>, body: &[u8], query: &Query) -> Result<Patch, ApiError> {
-    let unsupported = || ApiError::unsupported_media_type(content_type.unwrap_or(""));
-    match content_type {
-        Some("application/merge-patch+json") => Ok(Patch::Merge(parse_json(body)?)),
-        Some("application/json-patch+json") => Ok(Patch::Json(parse_json(body)?)),
-        Some("application/strategic-merge-patch+json") if ty.crd.is_some() => Err(unsupported()),
-        Some("application/strategic-merge-patch+json") => Ok(Patch::Strategic(parse_json(body)?)),
-        Some("application/apply-patch+yaml" | "application/apply-patch+json") => {
-            let Some(manager) = query.get("fieldManager") else {
-                return Err(ApiError::new(
-                    422,
-                    "Invalid",
-                    "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
-                ));
-            };
-            // kube-rs sends JSON, which is YAML too; other YAML is a known difference.
-            let body = serde_json::from_slice(body).map_err(|e| {
-                ApiError::bad_request(format!("kubesim reads apply bodies written as JSON (YAML is not parsed): {e}"))
-            })?;
-            Ok(Patch::Apply { body, manager: manager.to_string(), force: query.flag("force") })
-        }
-        _ => Err(unsupported()),
-    }
+    crate::patch::decode::decode(content_type, body, ty.crd.is_some(), query.get("fieldManager"), query.flag("force"))
 }
 
 fn watch(

@@ -311,6 +311,10 @@ impl Store {
         let subresource = (sub == Subresource::Status).then_some("status");
         let mut new = crate::patch::apply_patch_to(Some(&live), patch, &ty.kind, &now, Some(&manager), subresource)?;
         match meta::rv_of(&new) {
+            // As for an update: the storage layer parses it first (a 500 with no reason).
+            Some(rv) if rv.parse::<u64>().is_err() => {
+                return Err(ApiError::new(500, "", format!("strconv.ParseUint: parsing {rv:?}: invalid syntax")));
+            }
             Some(rv) if Some(rv) != meta::rv_of(&live) => return Err(ApiError::conflict(ty.what(name))),
             Some(_) => {}
             None => meta::set_rv(&mut new, meta::rv_of(&live).and_then(|r| r.parse().ok()).unwrap_or(0)),
