@@ -137,6 +137,27 @@ pub fn check_type(obj: &Value, ty: &ResourceType) -> Result<(), ApiError> {
             ty.kind
         )));
     }
+    check_decodes(obj, ty)
+}
+
+/// The decoding errors of typed fields the real server reports as 400 `BadRequest`
+/// (`Lease in version "v1" cannot be handled as a Lease: parsing time …`): a Lease's
+/// `acquireTime` and `renewTime` are `MicroTime`s, which need exactly six fractional digits.
+fn check_decodes(obj: &Value, ty: &ResourceType) -> Result<(), ApiError> {
+    if (ty.group.as_str(), ty.kind.as_str()) != ("coordination.k8s.io", "Lease") {
+        return Ok(());
+    }
+    for field in ["acquireTime", "renewTime"] {
+        if let Some(v) = obj["spec"][field].as_str()
+            && let Some(why) = time::micro_time_error(v)
+        {
+            return Err(ApiError::bad_request(format!(
+                "{kind} in version {version:?} cannot be handled as a {kind}: {why}",
+                kind = ty.kind,
+                version = ty.version
+            )));
+        }
+    }
     Ok(())
 }
 

@@ -62,7 +62,8 @@ pub fn resources(registry: &Registry, group: &str, version: &str) -> Option<Valu
     for t in &v.resources {
         list.push(json!({
             "name": t.plural, "singularName": t.singular, "namespaced": t.namespaced, "kind": t.kind,
-            "verbs": VERBS, "shortNames": t.short_names, "storageVersionHash": "",
+            "verbs": VERBS.iter().filter(|v| **v != "deletecollection" || t.deletecollection()).collect::<Vec<_>>(),
+            "shortNames": t.short_names, "storageVersionHash": "",
         }));
         if t.status_subresource {
             list.push(json!({

@@ -11,6 +11,34 @@ pub fn rfc3339(t: SystemTime) -> String {
     format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
+/// Go's layout for `metav1.MicroTime` (`RFC3339Micro`).
+pub const MICRO_LAYOUT: &str = "2006-01-02T15:04:05.000000Z07:00";
+
+/// Why `v` does not decode as a `metav1.MicroTime` (exactly six fractional digits), in the words
+/// of Go's `time.Parse` (`parsing time "…" as "…": cannot parse "…" as "…"`); `None` when it does.
+/// Only the fractional part and the zone are checked; the date and clock are taken as written.
+pub fn micro_time_error(v: &str) -> Option<String> {
+    let head_ok = v.len() >= 19 && v.is_char_boundary(19) && v.as_bytes()[10] == b'T';
+    if !head_ok {
+        return Some(format!("parsing time {v:?} as {MICRO_LAYOUT:?}: cannot parse {v:?} as \"2006\""));
+    }
+    let rest = &v[19..];
+    let digits = rest.strip_prefix('.').map(|r| r.chars().take_while(char::is_ascii_digit).count());
+    if digits != Some(6) {
+        return Some(format!("parsing time {v:?} as {MICRO_LAYOUT:?}: cannot parse {rest:?} as \".000000\""));
+    }
+    let zone = &rest[7..];
+    let zone_ok = zone == "Z"
+        || (zone.len() == 6
+            && (zone.starts_with('+') || zone.starts_with('-'))
+            && zone.as_bytes()[3] == b':'
+            && zone.chars().enumerate().all(|(i, c)| i == 0 || i == 3 || c.is_ascii_digit()));
+    if !zone_ok {
+        return Some(format!("parsing time {v:?} as {MICRO_LAYOUT:?}: cannot parse {zone:?} as \"Z07:00\""));
+    }
+    None
+}
+
 /// Days since 1970-01-01 to (year, month, day), Howard Hinnant's algorithm.
 fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;

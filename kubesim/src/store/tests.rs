@@ -248,12 +248,18 @@ fn delete_checks_preconditions() {
     let opts = DeleteOptions { preconditions_uid: Some("nope".into()), ..Default::default() };
     let e = h.delete("", "configmaps", Some("default"), "p", opts).unwrap_err();
     assert_eq!(e.code, 409);
-    assert!(e.message.starts_with("Operation cannot be fulfilled on configmaps \"p\": Precondition failed: UID in precondition: nope, UID in object meta: "));
+    // The generic registry's wording, measured on kube-apiserver v1.37.2 (the differential suite's
+    // `delete_preconditions_on_uid_and_resource_version`).
+    assert!(
+        e.message.starts_with("Operation cannot be fulfilled on ConfigMap \"p\": the UID in the precondition (nope) does not match the UID in record ("),
+        "{}",
+        e.message
+    );
     let opts = DeleteOptions { preconditions_rv: Some("1".into()), ..Default::default() };
     let e = h.delete("", "configmaps", Some("default"), "p", opts).unwrap_err();
     assert!(
         e.message
-            .ends_with("Precondition failed: ResourceVersion in precondition: 1, ResourceVersion in object meta: 5"),
+            .ends_with("the ResourceVersion in the precondition (1) does not match the ResourceVersion in record (5). The object might have been modified"),
         "{}",
         e.message
     );
