@@ -512,14 +512,20 @@ pub fn prepare_update(
     Ok(new)
 }
 
-/// Whether a write from `old` to `new` changes nothing but `resourceVersion` and
-/// `managedFields` (the real storage layer then commits nothing and answers the stored object).
+/// Whether a write from `old` to `new` changes nothing but `resourceVersion` and the times of
+/// `managedFields` entries (the real storage layer then commits nothing and answers the stored
+/// object). Other changes of `managedFields` alone (a new manager's no-op apply) are committed,
+/// as the real server does.
 pub fn is_noop(old: &Value, new: &Value) -> bool {
     let strip = |v: &Value| {
         let mut v = v.clone();
         if let Some(m) = v["metadata"].as_object_mut() {
             m.remove("resourceVersion");
-            m.remove("managedFields");
+            if let Some(Value::Array(entries)) = m.get_mut("managedFields") {
+                entries.iter_mut().filter_map(Value::as_object_mut).for_each(|e| {
+                    e.remove("time");
+                });
+            }
         }
         v
     };
@@ -561,10 +567,21 @@ pub fn mark_deleted(obj: &mut Value, at: &str, grace_s: i64, extra: &[&str]) {
 mod tests;
 
 /// Drops what the real server does not store because Go's `omitempty` leaves it out: empty
-/// `metadata.finalizers`, `ownerReferences`, `labels`, `annotations` and `managedFields` (so a
+/// `metadata.finalizers`, `ownerReferences`, `labels`, `annotations` and `managedFields`, and a
+/// ConfigMap's or Secret's empty `data` and `binaryData` (so a
 /// JSON patch `test /metadata/finalizers null`, which kube-runtime's finalizer helper sends when
 /// it sees none, holds after the last finalizer was removed).
 pub fn drop_empty(obj: &mut Value) {
+    // ConfigMap and Secret `data`/`binaryData` maps are `omitempty` too (measured).
+    if matches!(obj["kind"].as_str(), Some("ConfigMap" | "Secret"))
+        && let Some(top) = obj.as_object_mut()
+    {
+        for key in ["data", "binaryData"] {
+            if top.get(key).is_some_and(|v| v.as_object().is_some_and(Map::is_empty) || v.is_null()) {
+                top.remove(key);
+            }
+        }
+    }
     let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) else { return };
     for key in ["finalizers", "ownerReferences", "labels", "annotations", "managedFields"] {
         let empty = match m.get(key) {

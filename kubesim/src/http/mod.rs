@@ -287,7 +287,7 @@ fn list_json(ty: &ResourceType, list: List) -> Value {
 }
 
 fn patch_of(ty: &ResourceType, content_type: Option<&str>, body: &[u8], query: &Query) -> Result<Patch, ApiError> {
-    crate::patch::decode::decode(content_type, body, ty.crd.is_some(), query.get("fieldManager"), query.flag("force"))
+    crate::patch::decode::decode(content_type, body, ty, query.get("fieldManager"), query.flag("force"))
 }
 
 fn watch(

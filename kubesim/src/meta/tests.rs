@@ -145,10 +145,13 @@ fn immutable_fields_and_finalizers() {
 }
 
 #[test]
-fn noop_ignores_rv_and_managed_fields() {
-    let a = json!({"metadata": {"name": "a", "resourceVersion": "1", "managedFields": [1]}, "data": {}});
-    let b = json!({"metadata": {"name": "a", "resourceVersion": "2"}, "data": {}});
+fn noop_ignores_rv_and_managed_fields_times() {
+    let a = json!({"metadata": {"name": "a", "resourceVersion": "1", "managedFields": [{"manager": "m", "time": "1"}]}, "data": {}});
+    let b = json!({"metadata": {"name": "a", "resourceVersion": "2", "managedFields": [{"manager": "m", "time": "2"}]}, "data": {}});
     assert!(is_noop(&a, &b));
+    // A new manager's no-op apply adds an entry: the real server commits it.
+    let c = json!({"metadata": {"name": "a", "managedFields": [{"manager": "n"}, {"manager": "m"}]}, "data": {}});
+    assert!(!is_noop(&a, &c));
     assert!(!is_noop(&a, &json!({"metadata": {"name": "a"}, "data": {"k": "v"}})));
 }
 

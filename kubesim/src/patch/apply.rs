@@ -21,8 +21,7 @@
 //! Known differences: a manager never conflicts with its own other entries (the real server
 //! keys managers by name, operation and apiVersion, so an `Update` entry of the same name can
 //! conflict); conflicts are grouped by manager in sorted order of their printed names; a keyed
-//! list item without its key is appended (the real server refuses it); a no-op apply keeps
-//! the entry's time.
+//! list item without its key is appended (the real server refuses it).
 
 use super::fields::{FieldPath, FieldSet, config_set, diff, display, get, remove, stripped, under};
 use super::managed::{Entry, forget, read, write};
@@ -75,8 +74,10 @@ pub fn server_side_apply(
 
     let api_version =
         config.get("apiVersion").or_else(|| before.get("apiVersion")).and_then(Value::as_str).unwrap_or("").to_string();
-    let unchanged = merged == before && previous == owned;
-    let applier = Entry {
+    // The real server stamps an entry's time only when the object changed: a no-op apply keeps
+    // the time, and a new manager's no-op apply gets an entry without one (sorted first).
+    let object_changed = merged != before;
+    let mut applier = Entry {
         manager: manager.to_string(),
         operation: "Apply".into(),
         api_version,
@@ -85,9 +86,14 @@ pub fn server_side_apply(
         fields: owned,
     };
     match entries.iter_mut().find(|e| mine(e)) {
-        Some(e) if unchanged => e.fields = applier.fields,
+        Some(e) if !object_changed => e.fields = applier.fields,
         Some(e) => *e = applier,
-        None => entries.push(applier),
+        None => {
+            if !object_changed {
+                applier.time = String::new();
+            }
+            entries.push(applier)
+        }
     }
     if !merged.get("metadata").is_some_and(Value::is_object) {
         merged["metadata"] = json!({});

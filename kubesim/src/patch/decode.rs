@@ -13,13 +13,15 @@
 //!   of type []handlers.jsonPatchOp` (an item: `… handlers.jsonPatchOp`); an apply
 //!   configuration that is not an object → 400 `error decoding patch: error unmarshaling JSON:
 //!   while decoding JSON: json: cannot unmarshal <type> into Go value of type
-//!   map[string]interface {}`.
+//!   map[string]interface {}`; one whose `apiVersion` and `kind` are not the endpoint's → 400
+//!   `invalid object type: <group>/<version>, Kind=<kind>` (`/v1, Kind=` without a kind).
 //!
 //! Known difference: apply bodies are read as JSON (what kube-rs sends); other YAML is 400 with
 //! kubesim's own message (the real server converts YAML to JSON first).
 
 use super::Patch;
 use super::strategic::unsupported_for_custom_resources;
+use crate::resource::ResourceType;
 use crate::status::ApiError;
 use serde_json::{Value, json};
 
@@ -61,17 +63,17 @@ fn go_type(v: &Value) -> &'static str {
     }
 }
 
-/// Decodes a PATCH body of `content_type` (parameters stripped) for a custom resource
-/// (`custom`) or a built-in; an apply takes `field_manager` (already checked by
-/// [`super::validate_patch_options`]) and `force`. Errors: as the module docs say.
+/// Decodes a PATCH body of `content_type` (parameters stripped) for an object of type `ty`; an
+/// apply takes `field_manager` (already checked by [`super::validate_patch_options`]) and
+/// `force`. Errors: as the module docs say.
 pub fn decode(
     content_type: Option<&str>,
     body: &[u8],
-    custom: bool,
+    ty: &ResourceType,
     field_manager: Option<&str>,
     force: bool,
 ) -> Result<Patch, ApiError> {
-    check_type(content_type, custom)?;
+    check_type(content_type, ty.crd.is_some())?;
     let json_body = || serde_json::from_slice::<Value>(body).map_err(|_| ApiError::bad_request("invalid JSON patch"));
     match content_type {
         Some("application/merge-patch+json") => match json_body()? {
@@ -114,6 +116,12 @@ pub fn decode(
                     go_type(&body)
                 )));
             }
+            let (api_version, kind) = (body["apiVersion"].as_str().unwrap_or(""), body["kind"].as_str().unwrap_or(""));
+            if api_version != ty.api_version() || kind != ty.kind {
+                // `schema.GroupVersionKind.String()` of what the configuration names.
+                let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+                return Err(ApiError::bad_request(format!("invalid object type: {group}/{version}, Kind={kind}")));
+            }
             Ok(Patch::Apply { body, manager: field_manager.unwrap_or_default().to_string(), force })
         }
         _ => Err(unsupported_patch_type()),
@@ -123,24 +131,33 @@ pub fn decode(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::resource::Registry;
 
     #[test]
     fn bodies_are_refused_as_the_real_server_words_it() {
+        let r = Registry::builtin();
+        let cm = r.find("", "v1", "configmaps").expect("configmaps are built in").clone();
+        let mut custom = cm.clone();
+        custom.crd = Some("widgets.example.com".into());
+        let (cm, custom) = (&cm, &custom);
         let merge = Some("application/merge-patch+json");
-        assert_eq!(decode(merge, b"{x", false, None, false).unwrap_err().message, "invalid JSON patch");
+        assert_eq!(decode(merge, b"{x", cm, None, false).unwrap_err().message, "invalid JSON patch");
         assert_eq!(
-            decode(merge, b"[1]", false, None, false).unwrap_err().message,
+            decode(merge, b"[1]", cm, None, false).unwrap_err().message,
             "error decoding patch: json: cannot unmarshal array into Go value of type map[string]interface {}"
         );
         let jp = Some("application/json-patch+json");
         assert_eq!(
-            decode(jp, b"[1]", false, None, false).unwrap_err().message,
+            decode(jp, b"[1]", cm, None, false).unwrap_err().message,
             "error decoding patch: json: cannot unmarshal number into Go value of type handlers.jsonPatchOp"
         );
-        let e = decode(Some("text/plain"), b"{}", false, None, false).unwrap_err();
+        let e = decode(Some("text/plain"), b"{}", cm, None, false).unwrap_err();
         assert_eq!((e.code, e.message.as_str()), (415, "415: Unsupported Media Type"));
-        let e = decode(Some("application/strategic-merge-patch+json"), b"{}", true, None, false).unwrap_err();
+        let e = decode(Some("application/strategic-merge-patch+json"), b"{}", custom, None, false).unwrap_err();
         assert_eq!(e.code, 415);
-        assert!(matches!(decode(Some(APPLY), b"{}", false, Some("m"), true), Ok(Patch::Apply { force: true, .. })));
+        let e = decode(Some(APPLY), br#"{"kind": "ConfigMap"}"#, cm, Some("m"), true).unwrap_err();
+        assert_eq!(e.message, "invalid object type: /, Kind=ConfigMap");
+        let body = br#"{"apiVersion": "v1", "kind": "ConfigMap"}"#;
+        assert!(matches!(decode(Some(APPLY), body, cm, Some("m"), true), Ok(Patch::Apply { force: true, .. })));
     }
 }

@@ -41,6 +41,12 @@ impl Entry {
         if let Some(s) = &self.subresource {
             v["subresource"] = json!(s);
         }
+        if self.time.is_empty()
+            && let Some(m) = v.as_object_mut()
+        {
+            // A nil time (`omitempty`): an entry made by a no-op apply.
+            m.remove("time");
+        }
         v
     }
 

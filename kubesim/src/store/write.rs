@@ -357,6 +357,16 @@ impl Store {
             }
             return Ok(Deleted::Marked(old));
         }
+        if ty.is_crd() && meta::finalizers_of(&old).is_empty() && !dry_run {
+            // The real CRD REST Delete marks it with `customresourcecleanup.apiextensions.k8s.io`
+            // and answers the marked object; its in-process finalizer then deletes the custom
+            // resources and the CRD. kubesim does both at once (MODIFIED, then DELETED).
+            let mut new = old.clone();
+            meta::mark_deleted(&mut new, &meta::rfc3339(w.now), 0, &["customresourcecleanup.apiextensions.k8s.io"]);
+            let marked = self.commit(ty, ns, name, Some(old), Some(new), Verb::DeleteMarked, w);
+            self.remove(ty, ns, name, marked.clone(), w);
+            return Ok(Deleted::Marked(marked));
+        }
         let ns_finalizers = ty.is_namespace() && old["spec"]["finalizers"].as_array().is_some_and(|a| !a.is_empty());
         if meta::finalizers_of(&old).is_empty() && extra.is_empty() && !ns_finalizers && grace == 0 {
             if !dry_run {
