@@ -76,13 +76,23 @@ pub async fn json_patch_operations_and_their_failures(ctx: &Ctx) -> Result<(), S
     ]);
     let a = k.patch(&path, JSON_PATCH, ops).await?;
     k.note("add, replace, remove", k.answer(&a));
-    let a = k.patch(&path, JSON_PATCH, json!([{"op": "test", "path": "/data/a", "value": "one"},
-        {"op": "replace", "path": "/data/a", "value": "uno"}]))
-    .await?;
+    let a = k
+        .patch(
+            &path,
+            JSON_PATCH,
+            json!([{"op": "test", "path": "/data/a", "value": "one"},
+        {"op": "replace", "path": "/data/a", "value": "uno"}]),
+        )
+        .await?;
     k.note("a test that holds", data_and_managers(&k, &a));
-    let a = k.patch(&path, JSON_PATCH, json!([{"op": "test", "path": "/data/a", "value": "wrong"},
-        {"op": "replace", "path": "/data/a", "value": "never"}]))
-    .await?;
+    let a = k
+        .patch(
+            &path,
+            JSON_PATCH,
+            json!([{"op": "test", "path": "/data/a", "value": "wrong"},
+        {"op": "replace", "path": "/data/a", "value": "never"}]),
+        )
+        .await?;
     k.note("a test that fails", k.answer(&a));
     k.note("a test that fails: details", k.object(&a.body["details"]));
     let a = k.patch(&path, JSON_PATCH, json!([{"op": "remove", "path": "/data/absent"}])).await?;
@@ -151,7 +161,7 @@ pub async fn strategic_merge_patch_merges_containers_by_name(ctx: &Ctx) -> Resul
 
 pub async fn strategic_merge_patch_of_a_custom_resource_is_refused(ctx: &Ctx) -> Result<(), String> {
     let k = Kube::new(ctx).await?;
-    let (crd, group) = widget_crd(ctx);
+    let (crd, group) = widget_crd(ctx, "smp");
     let name = crd["metadata"]["name"].as_str().unwrap_or_default().to_string();
     let (created, established) = k.create_crd(&crd).await?;
     k.note("create the CRD", format!("{created} {established}"));
@@ -202,9 +212,14 @@ pub async fn patch_of_a_missing_object_and_with_a_stale_resource_version(ctx: &C
     let a = k.patch(&path, MERGE, json!({"data": {"a": "3"}, "metadata": {"resourceVersion": old}})).await?;
     k.note("patch with a stale resourceVersion", k.answer(&a));
     k.note("stale: details", k.object(&a.body["details"]));
-    let a = k.patch(&path, JSON_PATCH, json!([{"op": "replace", "path": "/metadata/resourceVersion", "value": old},
-        {"op": "replace", "path": "/data/a", "value": "4"}]))
-    .await?;
+    let a = k
+        .patch(
+            &path,
+            JSON_PATCH,
+            json!([{"op": "replace", "path": "/metadata/resourceVersion", "value": old},
+        {"op": "replace", "path": "/data/a", "value": "4"}]),
+        )
+        .await?;
     k.note("JSON patch setting a stale resourceVersion", k.answer(&a));
     let a = k.patch(&path, MERGE, json!({"metadata": {"resourceVersion": "not-a-number"}})).await?;
     k.note("patch with an unparsable resourceVersion", k.answer(&a));
@@ -227,13 +242,16 @@ pub async fn apply_creates_and_a_second_manager_conflicts(ctx: &Ctx) -> Result<(
     let a = k.patch(&format!("{path}?fieldManager=bob"), APPLY, applied("a", json!({"x": "other", "z": "3"}))).await?;
     k.note("bob changes alice's field", k.answer(&a));
     k.note("conflict details", k.object(&a.body["details"]));
-    let a = k.patch(&format!("{path}?fieldManager=bob"), APPLY, applied("a", json!({"x": "other", "y": "other"}))).await?;
+    let a =
+        k.patch(&format!("{path}?fieldManager=bob"), APPLY, applied("a", json!({"x": "other", "y": "other"}))).await?;
     k.note("bob changes two of alice's fields", k.answer(&a));
     k.note("two conflicts: causes", k.object(&a.body["details"]["causes"]));
     let a = k.patch(&format!("{path}?fieldManager=bob"), APPLY, applied("a", json!({"x": "1", "z": "3"}))).await?;
     k.note("bob applies alice's value (shared)", data_and_managers(&k, &a));
     k.note("shared: field sets", field_sets(&a.body));
-    let a = k.patch(&format!("{path}?fieldManager=carol"), APPLY, json!({"kind": "ConfigMap", "metadata": {"name": "a"}})).await?;
+    let a = k
+        .patch(&format!("{path}?fieldManager=carol"), APPLY, json!({"kind": "ConfigMap", "metadata": {"name": "a"}}))
+        .await?;
     k.note("apply without apiVersion", k.answer(&a));
     let a = k.patch(&format!("{path}?fieldManager=carol"), APPLY, applied("other", json!({}))).await?;
     k.note("apply with another name", k.answer(&a));
@@ -245,9 +263,7 @@ pub async fn apply_with_force_moves_ownership(ctx: &Ctx) -> Result<(), String> {
     let path = k.core("configmaps", Some("f"));
     let a = k.patch(&format!("{path}?fieldManager=alice"), APPLY, applied("f", json!({"x": "1", "y": "2"}))).await?;
     k.note("alice applies", a.summary());
-    let a = k
-        .patch(&format!("{path}?fieldManager=bob&force=true"), APPLY, applied("f", json!({"x": "bob"})))
-        .await?;
+    let a = k.patch(&format!("{path}?fieldManager=bob&force=true"), APPLY, applied("f", json!({"x": "bob"}))).await?;
     k.note("bob forces x", data_and_managers(&k, &a));
     k.note("field sets after the force", field_sets(&a.body));
     let a = k.patch(&format!("{path}?fieldManager=alice"), APPLY, applied("f", json!({"x": "1", "y": "2"}))).await?;
@@ -275,9 +291,14 @@ pub async fn apply_removes_a_field_its_manager_no_longer_applies(ctx: &Ctx) -> R
     let a = k.patch(&format!("{path}?fieldManager=alice"), APPLY, applied("r", json!({}))).await?;
     k.note("alice drops both: x goes, y stays (bob's)", data_and_managers(&k, &a));
     k.note("field sets", field_sets(&a.body));
-    let a = k.patch(&format!("{path}?fieldManager=bob"), APPLY, json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "r", "labels": {"l": "v"}}}))
-    .await?;
+    let a = k
+        .patch(
+            &format!("{path}?fieldManager=bob"),
+            APPLY,
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "r", "labels": {"l": "v"}}}),
+        )
+        .await?;
     k.note("bob drops y, applies a label", k.answer(&a));
     k.note("field sets after", field_sets(&a.body));
     Ok(())

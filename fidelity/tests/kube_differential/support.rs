@@ -405,12 +405,12 @@ pub fn deployment(name: &str, containers: Value) -> Value {
             "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": containers}}}})
 }
 
-/// A namespaced CustomResourceDefinition of kind `Widget` in a group unique to the run
-/// (`{suffix}.fidelity.example.com`), version `v1`, with a structural schema (`spec.size`: an
-/// integer 1..=10, `spec.color`: a string; a `status` object) and the status subresource.
-/// Returns the CRD and its group.
-pub fn widget_crd(ctx: &Ctx) -> (Value, String) {
-    let group = format!("{}.fidelity.example.com", ctx.suffix());
+/// A namespaced CustomResourceDefinition of kind `Widget` in a group unique to the run and the
+/// scenario (`{tag}.{suffix}.fidelity.example.com`: CRDs are cluster-scoped), version `v1`, with
+/// a structural schema (`spec.size`: an integer 1..=10, `spec.color`: a string; a `status`
+/// object) and the status subresource. Returns the CRD and its group.
+pub fn widget_crd(ctx: &Ctx, tag: &str) -> (Value, String) {
+    let group = format!("{tag}.{}.fidelity.example.com", ctx.suffix());
     let crd = json!({
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
         "metadata": {"name": format!("widgets.{group}")},
