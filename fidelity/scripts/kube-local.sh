@@ -8,7 +8,7 @@
 #   kube-local.sh fetch               build kube-apiserver and etcd into the cache (needs go; a cold
 #                                     build takes ~15 min on 2 cores, mostly kube-apiserver)
 #   kube-local.sh available           exit 0 if `start` can run without building; else print why and
-#                                     exit 1 (no openssl), 2 (binaries not cached; go can build them)
+#                                     exit 1 (no openssl or curl), 2 (binaries not cached; go can build them)
 #                                     or 3 (binaries not cached, no go)
 #   kube-local.sh start [--dir DIR] [--watch-pid PID]
 #                                     build if needed, start etcd and kube-apiserver with fresh data
@@ -166,6 +166,7 @@ running_pid() {
 
 available() {
   command -v openssl >/dev/null 2>&1 || { echo "openssl is not on PATH: it makes the API server's certificates and keys"; exit 1; }
+  command -v curl >/dev/null 2>&1 || { echo "curl is not on PATH: it asks the API server's /readyz"; exit 1; }
   [ -f "$bin/.complete" ] && return 0
   if command -v "$go_bin" >/dev/null 2>&1; then
     echo "kube-apiserver $version is not built in $bin: run $here/kube-local.sh fetch (builds it with go, ~15 min cold)"
