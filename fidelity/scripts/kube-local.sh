@@ -226,7 +226,7 @@ start() {
   setsid nohup "$bin/kube-apiserver" --etcd-servers="http://127.0.0.1:$etcd_port" --cert-dir="$dir/certs" \
     --secure-port="$port" --bind-address=127.0.0.1 \
     --tls-cert-file="$dir/apiserver.crt" --tls-private-key-file="$dir/apiserver.key" \
-    --service-cluster-ip-range=10.0.0.0/24 --service-account-issuer=https://kubernetes.default.svc \
+    --service-cluster-ip-range=10.96.0.0/12 --service-account-issuer=https://kubernetes.default.svc \
     --service-account-key-file="$dir/sa.pub" --service-account-signing-key-file="$dir/sa.key" \
     --token-auth-file="$dir/tokens.csv" --authorization-mode=RBAC --disable-admission-plugins=ServiceAccount \
     --etcd-compaction-interval=0 --watch-cache-sizes=secrets#0 ${KUBE_APISERVER_FLAGS:-} \

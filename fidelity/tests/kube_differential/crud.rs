@@ -17,6 +17,13 @@ pub fn scenarios() -> Vec<Scenario> {
         scenario!(self::delete_preconditions_on_uid_and_resource_version),
         scenario!(self::create_in_a_missing_namespace_is_not_found),
         scenario!(self::invalid_names_and_bodies_are_unprocessable),
+        scenario!(self::a_service_gets_a_cluster_ip_and_defaults),
+        scenario!(self::a_pod_is_defaulted_as_the_real_server_does),
+        scenario!(self::a_deployment_is_defaulted_as_the_real_server_does),
+        scenario!(self::secret_string_data_is_merged_into_data),
+        scenario!(self::dry_run_create_update_and_delete_store_nothing),
+        scenario!(self::delete_collection_with_a_label_selector),
+        scenario!(self::a_namespace_gets_its_name_label_and_finalizer),
     ]
 }
 
@@ -145,5 +152,144 @@ pub async fn invalid_names_and_bodies_are_unprocessable(ctx: &Ctx) -> Result<(),
     k.note("a namespace unlike the path's", a.summary());
     let a = k.send("PUT", &k.core("configmaps", Some("z")), Some(config_map("not-z", json!({})))).await?;
     k.note("a name unlike the path's", a.summary());
+    Ok(())
+}
+
+pub async fn a_service_gets_a_cluster_ip_and_defaults(ctx: &Ctx) -> Result<(), String> {
+    let k = Kube::new(ctx).await?;
+    let svc = json!({"metadata": {"name": "web"}, "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}});
+    let a = k.send("POST", &k.core("services", None), Some(svc)).await?;
+    let mut body = a.body.clone();
+    // The IP is drawn from --service-cluster-ip-range: 10.96.0.0/12 on both sides (kubeadm's
+    // and kind's default; kube-local.sh sets it).
+    let ip = body["spec"]["clusterIP"].as_str().unwrap_or_default().to_string();
+    let octets: Vec<u8> = ip.split('.').filter_map(|o| o.parse().ok()).collect();
+    let in_range = octets.len() == 4 && octets[0] == 10 && (96..112).contains(&octets[1]);
+    k.note("cluster IP", format!("in 10.96.0.0/12: {in_range}, clusterIPs the same: {}", body["spec"]["clusterIPs"] == json!([ip])));
+    body["spec"]["clusterIP"] = json!("IP");
+    body["spec"]["clusterIPs"] = json!(["IP"]);
+    k.note("create", format!("{} {}", a.code, k.object(&body)));
+    let fixed = json!({"metadata": {"name": "fixed"}, "spec": {"clusterIP": "10.100.0.200", "ports": [{"port": 81, "targetPort": 8081}]}});
+    let a = k.send("POST", &k.core("services", None), Some(fixed.clone())).await?;
+    k.note("a chosen cluster IP", format!("{} {}", a.code, a.body["spec"]["clusterIP"]));
+    let mut again = fixed;
+    again["metadata"]["name"] = json!("fixed-again");
+    let a = k.send("POST", &k.core("services", None), Some(again)).await?;
+    k.note("the same cluster IP again", a.summary());
+    let outside = json!({"metadata": {"name": "outside"}, "spec": {"clusterIP": "192.168.0.1", "ports": [{"port": 80}]}});
+    let a = k.send("POST", &k.core("services", None), Some(outside)).await?;
+    k.note("a cluster IP outside the range", a.summary());
+    let headless = json!({"metadata": {"name": "headless"}, "spec": {"clusterIP": "None", "ports": [{"port": 80}]}});
+    let a = k.send("POST", &k.core("services", None), Some(headless)).await?;
+    k.note("a headless service", format!("{} {} {}", a.code, a.body["spec"]["clusterIP"], a.body["spec"]["clusterIPs"]));
+    Ok(())
+}
+
+pub async fn a_pod_is_defaulted_as_the_real_server_does(ctx: &Ctx) -> Result<(), String> {
+    let k = Kube::new(ctx).await?;
+    let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "app", "image": "busybox"}]}});
+    let a = k.send("POST", &k.core("pods", None), Some(pod)).await?;
+    k.note("create", a.code.to_string());
+    for part in ["spec", "status"] {
+        k.note(part, k.object(&a.body[part]));
+    }
+    let latest = json!({"metadata": {"name": "q"}, "spec": {"containers": [{"name": "app", "image": "busybox:latest"}]}});
+    let a = k.send("POST", &k.core("pods", None), Some(latest)).await?;
+    k.note("imagePullPolicy for :latest", a.body["spec"]["containers"][0]["imagePullPolicy"].to_string());
+    let none = json!({"metadata": {"name": "r"}, "spec": {"containers": []}});
+    let a = k.send("POST", &k.core("pods", None), Some(none)).await?;
+    k.note("no containers", a.summary());
+    Ok(())
+}
+
+pub async fn a_deployment_is_defaulted_as_the_real_server_does(ctx: &Ctx) -> Result<(), String> {
+    let k = Kube::new(ctx).await?;
+    let d = json!({"metadata": {"name": "web"}, "spec": {
+        "selector": {"matchLabels": {"app": "web"}},
+        "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "app", "image": "nginx"}]}}}});
+    let a = k.send("POST", &k.group("apps/v1", "deployments", None), Some(d)).await?;
+    k.note("create", format!("{} generation {}", a.code, a.body["metadata"]["generation"]));
+    k.note("spec", k.object(&a.body["spec"]));
+    k.note("status", k.object(&a.body["status"]));
+    let mismatch = json!({"metadata": {"name": "bad"}, "spec": {
+        "selector": {"matchLabels": {"app": "x"}},
+        "template": {"metadata": {"labels": {"app": "y"}}, "spec": {"containers": [{"name": "app", "image": "nginx"}]}}}});
+    let a = k.send("POST", &k.group("apps/v1", "deployments", None), Some(mismatch)).await?;
+    k.note("a selector that does not match the template", a.summary());
+    Ok(())
+}
+
+pub async fn secret_string_data_is_merged_into_data(ctx: &Ctx) -> Result<(), String> {
+    let k = Kube::new(ctx).await?;
+    let secret = json!({"metadata": {"name": "s"}, "data": {"a": "b2xk", "b": "Yg=="}, "stringData": {"a": "new", "c": "see"}});
+    let a = k.send("POST", &k.core("secrets", None), Some(secret)).await?;
+    k.note("create", k.answer(&a));
+    let bad = json!({"metadata": {"name": "t"}, "data": {"a": "not base64!"}});
+    let a = k.send("POST", &k.core("secrets", None), Some(bad)).await?;
+    k.note("data that is not base64", a.summary());
+    let typed = json!({"metadata": {"name": "u"}, "type": "kubernetes.io/tls", "data": {}});
+    let a = k.send("POST", &k.core("secrets", None), Some(typed)).await?;
+    k.note("a TLS secret without its keys", a.summary());
+    let immutable = json!({"metadata": {"name": "v"}, "immutable": true, "stringData": {"k": "1"}});
+    let a = k.send("POST", &k.core("secrets", None), Some(immutable)).await?;
+    let mut changed = a.body.clone();
+    changed["data"]["k"] = json!("Mg==");
+    let a = k.send("PUT", &k.core("secrets", Some("v")), Some(changed)).await?;
+    k.note("changing an immutable secret", a.summary());
+    Ok(())
+}
+
+pub async fn dry_run_create_update_and_delete_store_nothing(ctx: &Ctx) -> Result<(), String> {
+    let k = Kube::new(ctx).await?;
+    let path = format!("{}?dryRun=All", k.core("configmaps", None));
+    let a = k.send("POST", &path, Some(config_map("dry", json!({"a": "1"})))).await?;
+    let mut shown = a.body.clone();
+    // A dry-run create has no resourceVersion on the real server; whatever uid it shows is not stored.
+    shown["metadata"]["uid"] = json!(shown["metadata"]["uid"].is_string());
+    k.note("dry-run create", format!("{} {}", a.code, k.object(&shown)));
+    let a = k.send("GET", &k.core("configmaps", Some("dry")), None).await?;
+    k.note("get after a dry-run create", a.summary());
+    let a = k.send("POST", &k.core("configmaps", None), Some(config_map("real", json!({"a": "1"})))).await?;
+    let mut next = a.body.clone();
+    next["data"]["a"] = json!("2");
+    let a = k.send("PUT", &format!("{}?dryRun=All", k.core("configmaps", Some("real"))), Some(next)).await?;
+    k.note("dry-run update", k.answer(&a));
+    let a = k.send("DELETE", &format!("{}?dryRun=All", k.core("configmaps", Some("real"))), None).await?;
+    k.note("dry-run delete", k.answer(&a));
+    let a = k.send("GET", &k.core("configmaps", Some("real")), None).await?;
+    k.note("get after both", k.answer(&a));
+    let a = k.send("POST", &format!("{}?dryRun=Some", k.core("configmaps", None)), Some(config_map("x", json!({})))).await?;
+    k.note("an unknown dryRun value", a.summary());
+    Ok(())
+}
+
+pub async fn delete_collection_with_a_label_selector(ctx: &Ctx) -> Result<(), String> {
+    let k = Kube::new(ctx).await?;
+    for (name, tier) in [("a", "web"), ("b", "db"), ("c", "web")] {
+        let mut cm = config_map(name, json!({}));
+        cm["metadata"]["labels"] = json!({"tier": tier});
+        k.send("POST", &k.core("configmaps", None), Some(cm)).await?;
+    }
+    let a = k.send("DELETE", &format!("{}?labelSelector=tier%3Dweb", k.core("configmaps", None)), None).await?;
+    k.note("delete the web tier", k.list(&a));
+    let a = k.send("GET", &k.core("configmaps", None), None).await?;
+    k.note("left", k.list(&a));
+    let a = k.send("DELETE", "/api/v1/namespaces", None).await?;
+    k.note("delete every namespace", k.answer(&a));
+    Ok(())
+}
+
+pub async fn a_namespace_gets_its_name_label_and_finalizer(ctx: &Ctx) -> Result<(), String> {
+    let k = Kube::new(ctx).await?;
+    let a = k.send("GET", &format!("/api/v1/namespaces/{}", k.ns), None).await?;
+    k.note("the scenario's namespace", k.object(&a.body));
+    let mut ns = a.body.clone();
+    ns["metadata"]["labels"]["kubernetes.io/metadata.name"] = json!("other");
+    let a = k.send("PUT", &format!("/api/v1/namespaces/{}", k.ns), Some(ns)).await?;
+    k.note("overwrite the name label", k.answer(&a));
+    let a = k.send("POST", "/api/v1/namespaces", Some(json!({"metadata": {"name": "default"}}))).await?;
+    k.note("create default again", a.summary());
+    let a = k.send("DELETE", "/api/v1/namespaces/default", None).await?;
+    k.note("delete default", a.summary());
     Ok(())
 }

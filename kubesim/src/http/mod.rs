@@ -53,7 +53,17 @@ fn error_response(e: &ApiError) -> Response<Body> {
 }
 
 fn not_found_path() -> ApiError {
-    ApiError::new(404, "NotFound", "the server could not find the requested resource")
+    ApiError { details: json!({}), ..ApiError::new(404, "NotFound", "the server could not find the requested resource") }
+}
+
+/// The real server's answer for a path under a group it does not serve: no API handler takes
+/// it, so the mux's plain-text 404 (`404 page not found`), not a Status.
+fn page_not_found() -> Response<Body> {
+    Response::builder()
+        .status(StatusCode::NOT_FOUND)
+        .header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
+        .body(full("404 page not found\n"))
+        .expect("a valid response")
 }
 
 /// Handles one request.
@@ -64,6 +74,15 @@ where
 {
     let ua = req.headers().get(header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or("unknown").to_string();
     let route = api.read(|s| route::parse(req.uri().path(), s.registry()));
+    let served = |g: &str| g.is_empty() || api.read(|s| s.registry().groups().iter().any(|x| x.name == g));
+    let unserved_group = match &route {
+        Route::Group(g) | Route::Resources(g, _) => !served(g),
+        Route::Resource(path) => !served(&path.group),
+        _ => false,
+    };
+    if unserved_group {
+        return page_not_found();
+    }
     let doc =
         |v: Option<Value>| v.map_or_else(|| error_response(&not_found_path()), |v| json_response(StatusCode::OK, &v));
     match route {
@@ -192,7 +211,13 @@ where
     let ns = path.namespace.as_deref();
     let name = path.name.as_deref().unwrap_or("");
     let manager = query.get("fieldManager");
-    let dry_run = query.dry_run()?;
+    let options = match verb {
+        ApiVerb::Create => "CreateOptions",
+        ApiVerb::Update => "UpdateOptions",
+        ApiVerb::Patch => "PatchOptions",
+        _ => "DeleteOptions",
+    };
+    let dry_run = query.dry_run_of(options)?;
     match verb {
         ApiVerb::Get => {
             let obj = match stale {

@@ -76,14 +76,31 @@ impl Query {
     /// `dryRun=All`.
     ///
     /// # Errors
-    /// 400 for another value, as the real server's validation.
+    /// 422 for another value, worded for the verb's options (`CreateOptions`, `UpdateOptions`,
+    /// `PatchOptions`, `DeleteOptions`) as kube-apiserver v1.37.2 answers.
     pub fn dry_run(&self) -> Result<bool, ApiError> {
+        self.dry_run_of("DeleteOptions")
+    }
+
+    /// [`Query::dry_run`] for the options kind `options` (`CreateOptions`, …).
+    ///
+    /// # Errors
+    /// 422 `Invalid` for a value other than `All`.
+    pub fn dry_run_of(&self, options: &str) -> Result<bool, ApiError> {
         match self.get("dryRun") {
             None => Ok(false),
             Some("All") => Ok(true),
-            Some(other) => Err(ApiError::bad_request(format!(
-                "Invalid dryRun: Unsupported value: \"{other}\": supported values: \"All\""
-            ))),
+            Some(other) => {
+                let cause = format!("Unsupported value: [{other:?}]: supported values: \"All\"");
+                let mut e = ApiError::new(
+                    422,
+                    "Invalid",
+                    format!("{options}.meta.k8s.io \"\" is invalid: dryRun: {cause}"),
+                );
+                e.details = serde_json::json!({"group": "meta.k8s.io", "kind": options,
+                    "causes": [{"reason": "FieldValueNotSupported", "message": cause, "field": "dryRun"}]});
+                Err(e)
+            }
         }
     }
 
@@ -173,6 +190,6 @@ mod tests {
         assert_eq!(o.propagation_policy.as_deref(), Some("Foreground"));
         assert_eq!(q.delete_options(b"[1]").unwrap_err().code, 400);
         assert_eq!(Query::parse(Some("limit=x")).list_options().unwrap_err().code, 400);
-        assert_eq!(Query::parse(Some("dryRun=Some")).dry_run().unwrap_err().code, 400);
+        assert_eq!(Query::parse(Some("dryRun=Some")).dry_run().unwrap_err().code, 422);
     }
 }

@@ -20,6 +20,29 @@ pub fn encode(bytes: &[u8]) -> String {
     out
 }
 
+/// Where Go's `base64.StdEncoding.DecodeString` reports `illegal base64 data at input byte N`:
+/// the first byte outside the alphabet (`\r` and `\n` are skipped, `=` only as trailing
+/// padding), or the length when it is not a multiple of 4; `None` when `s` decodes.
+pub fn corrupt_at(s: &str) -> Option<usize> {
+    let bytes = s.as_bytes();
+    let mut data = 0usize;
+    let mut padding = 0usize;
+    for (i, &c) in bytes.iter().enumerate() {
+        match c {
+            b'\r' | b'\n' => {}
+            b'=' => padding += 1,
+            _ if padding > 0 => return Some(i),
+            _ if ALPHABET.contains(&c) => data += 1,
+            _ => return Some(i),
+        }
+    }
+    let total = data + padding;
+    if padding > 2 || !total.is_multiple_of(4) || (padding > 0 && data % 4 < 2) {
+        return Some(total - total % 4);
+    }
+    None
+}
+
 /// Decodes a padded or unpadded string; `None` on a character outside the alphabet.
 pub fn decode(s: &str) -> Option<Vec<u8>> {
     let s = s.trim_end_matches('=');

@@ -35,6 +35,7 @@ fn pull_policy(image: &str) -> &'static str {
 }
 
 fn container(c: &mut Value) {
+    default(c, "resources", json!({}));
     default(c, "terminationMessagePath", json!("/dev/termination-log"));
     default(c, "terminationMessagePolicy", json!("File"));
     let policy = pull_policy(c["image"].as_str().unwrap_or(""));
@@ -53,6 +54,25 @@ fn pod_spec(spec: &mut Value) {
     default(spec, "securityContext", json!({}));
     each(spec, "containers", container);
     each(spec, "initContainers", container);
+}
+
+/// What a Pod (not a template) gets beside its spec's defaults: `enableServiceLinks`
+/// (SetDefaults_Pod), `priority` and `preemptionPolicy` (the Priority admission plugin) and the
+/// not-ready/unreachable tolerations of 300 s (DefaultTolerationSeconds).
+fn pod_only(spec: &mut Value) {
+    if !spec.is_object() {
+        return;
+    }
+    default(spec, "enableServiceLinks", json!(true));
+    default(spec, "priority", json!(0));
+    default(spec, "preemptionPolicy", json!("PreemptLowerPriority"));
+    default(spec, "tolerations", json!([]));
+    for key in ["node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"] {
+        let Some(list) = spec["tolerations"].as_array_mut() else { return };
+        if !list.iter().any(|t| t["key"] == key && t["effect"] == "NoExecute") {
+            list.push(json!({"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}));
+        }
+    }
 }
 
 fn deployment(spec: &mut Value) {
@@ -110,7 +130,12 @@ pub fn apply(group: &str, kind: &str, obj: &mut Value) {
             default(obj, "spec", json!({}));
             default(&mut obj["spec"], "finalizers", json!(["kubernetes"]));
         }
-        ("", "Pod") => pod_spec(obj.get_mut("spec").unwrap_or(&mut Value::Null)),
+        ("", "Pod") => {
+            if let Some(spec) = obj.get_mut("spec") {
+                pod_spec(spec);
+                pod_only(spec);
+            }
+        }
         ("", "Service") => service(obj.get_mut("spec").unwrap_or(&mut Value::Null)),
         ("apps", "Deployment") => deployment(obj.get_mut("spec").unwrap_or(&mut Value::Null)),
         ("apiextensions.k8s.io", "CustomResourceDefinition") => {

@@ -197,7 +197,7 @@ fn status_is_a_subresource_for_deployments() {
     assert_eq!(d["status"], json!({}));
     assert_eq!(d["spec"]["strategy"]["type"], "RollingUpdate");
     let mut s = d.clone();
-    s["status"] = json!({"readyReplicas": 1});
+    s["status"] = json!({"replicas": 1, "readyReplicas": 1});
     s["spec"]["replicas"] = json!(4);
     let out = h.update("apps", "deployments", s, Subresource::Status).unwrap();
     assert_eq!((out["spec"]["replicas"].clone(), out["status"]["readyReplicas"].clone()), (json!(1), json!(1)));
@@ -311,7 +311,7 @@ fn a_bound_pod_waits_its_grace_period() {
     assert_eq!(m["metadata"]["generation"], 2);
     let now = DeleteOptions { grace_period_seconds: Some(0), ..Default::default() };
     assert!(matches!(h.delete("", "pods", Some("default"), "p", now).unwrap(), Deleted::Gone(_)));
-    h.create("", "pods", Some("default"), json!({"metadata": {"name": "q"}, "spec": {"containers": []}})).unwrap();
+    h.create("", "pods", Some("default"), json!({"metadata": {"name": "q"}, "spec": {"containers": [{"name": "c", "image": "i"}]}})).unwrap();
     assert!(matches!(h.delete("", "pods", Some("default"), "q", DeleteOptions::default()).unwrap(), Deleted::Gone(_)));
 }
 

@@ -33,9 +33,12 @@ fn endpoint(sub: Subresource) -> Endpoint {
 
 fn namespace_forbidden(ty: &ResourceType, name: &str, ns: &str) -> ApiError {
     let message = format!("unable to create new content in namespace {ns} because it is being terminated");
+    // The cause words it differently; the group is `omitempty` (measured).
+    let mut details = crate::status::details(name, &ty.group, &ty.plural);
+    details["causes"] = json!([{"reason": "NamespaceTerminating", "message": format!("namespace {ns} is being terminated"),
+        "field": "metadata.namespace"}]);
     ApiError {
-        details: json!({"name": name, "group": ty.group, "kind": ty.plural,
-            "causes": [{"reason": "NamespaceTerminating", "message": message, "field": "metadata.namespace"}]}),
+        details,
         ..ApiError::new(403, "Forbidden", format!("{} is forbidden: {message}", ty.what(name).qualified()))
     }
 }
@@ -69,23 +72,55 @@ impl Store {
         crate::patch::record_update_to(old, new, manager, "Update", &meta::rfc3339(w.now), subresource);
     }
 
-    /// Gives a Service without `spec.clusterIP` the next address of 10.96.0.0/12 from 10.96.0.10
-    /// on (the real allocator draws at random; headless `None` and `ExternalName` get none), with
-    /// `clusterIPs`, `ipFamilies: [IPv4]`, `ipFamilyPolicy: SingleStack`,
-    /// `internalTrafficPolicy: Cluster`.
-    fn allocate_cluster_ip(&mut self, svc: &mut Value, commit: bool) {
+    /// Gives a Service without `spec.clusterIP` the next free address of 10.96.0.0/12 from
+    /// 10.96.0.10 on (the real allocator draws at random; headless `None` and `ExternalName` get
+    /// none), with `clusterIPs`, `ipFamilies: [IPv4]`, `ipFamilyPolicy: SingleStack`,
+    /// `internalTrafficPolicy: Cluster`. A chosen address must be in the range and free: else
+    /// 422 as the real allocator words it (`failed to allocate IP …: provided IP is already
+    /// allocated` / `the provided network does not match the current range`).
+    fn allocate_cluster_ip(&mut self, svc: &mut Value, commit: bool) -> Result<(), ApiError> {
+        let taken: std::collections::BTreeSet<String> = self
+            .objects
+            .get("services")
+            .map(|m| m.values().filter_map(|o| o["spec"]["clusterIP"].as_str().map(str::to_string)).collect())
+            .unwrap_or_default();
+        let name = meta::name_of(svc).to_string();
         let spec = &mut svc["spec"];
         if !spec.is_object() || spec["type"] == "ExternalName" {
-            return;
+            return Ok(());
         }
         let ip = match spec["clusterIP"].as_str().filter(|s| !s.is_empty()) {
-            Some(ip) => ip.to_string(),
-            None => {
-                let n = self.cluster_ips + 10;
-                if commit {
-                    self.cluster_ips += 1;
+            Some("None") => "None".to_string(),
+            Some(ip) => {
+                let octets: Vec<u8> = ip.split('.').filter_map(|o| o.parse().ok()).collect();
+                let why = if octets.len() != 4 || !(octets[0] == 10 && (96..112).contains(&octets[1])) {
+                    Some("the provided network does not match the current range")
+                } else if taken.contains(ip) {
+                    Some("provided IP is already allocated")
+                } else {
+                    None
+                };
+                if let Some(why) = why {
+                    let msg = format!("Invalid value: [{ip:?}]: failed to allocate IP {ip}: {why}");
+                    let ty = self.registry.find("", "v1", "services").expect("builtin services");
+                    return Err(meta::invalid(ty, &name, &[("FieldValueInvalid", "spec.clusterIPs", msg)]));
                 }
-                format!("10.{}.{}.{}", 96 + (n >> 16) % 16, (n >> 8) & 255, n & 255)
+                ip.to_string()
+            }
+            None => {
+                let start = self.cluster_ips;
+                let ip = loop {
+                    let n = self.cluster_ips + 10;
+                    self.cluster_ips += 1;
+                    let ip = format!("10.{}.{}.{}", 96 + (n >> 16) % 16, (n >> 8) & 255, n & 255);
+                    if !taken.contains(&ip) {
+                        break ip;
+                    }
+                };
+                if !commit {
+                    self.cluster_ips = start;
+                }
+                ip
             }
         };
         spec["clusterIP"] = json!(ip);
@@ -95,6 +130,7 @@ impl Store {
             spec["ipFamilyPolicy"] = json!("SingleStack");
         }
         spec["internalTrafficPolicy"] = json!("Cluster");
+        Ok(())
     }
 
     fn check_namespace(&self, ty: &ResourceType, ns: Option<&str>, name: &str) -> Result<(), ApiError> {
@@ -151,8 +187,9 @@ impl Store {
         };
         let name = meta::name_of(&new).to_string();
         self.check_namespace(ty, ns, &name)?;
+        crate::schema::validate(ty, &mut new)?;
         if ty.group.is_empty() && ty.kind == "Service" {
-            self.allocate_cluster_ip(&mut new, !w.dry_run);
+            self.allocate_cluster_ip(&mut new, !w.dry_run)?;
         }
         if ty.is_crd() {
             crd_types(&new)?;
@@ -208,6 +245,11 @@ impl Store {
             Some(rv) if rv.parse::<u64>().is_err() => {
                 return Err(ApiError::new(500, "", format!("strconv.ParseUint: parsing {rv:?}: invalid syntax")));
             }
+            // Custom resources name the resource (`widgets.example.com`) and print 0 plainly.
+            None if ty.crd.is_some() => {
+                let msg = "Invalid value: 0: must be specified for an update";
+                return Err(ApiError::invalid(&ty.qualified(), ty.what(name), "metadata.resourceVersion", msg));
+            }
             None if !ty.allow_unconditional_update => {
                 let msg = "Invalid value: 0x0: must be specified for an update".to_string();
                 return Err(meta::invalid(ty, name, &[("FieldValueInvalid", "metadata.resourceVersion", msg)]));
@@ -238,6 +280,7 @@ impl Store {
                 crd_status(&mut new, &meta::rfc3339(w.now));
             }
         }
+        crate::schema::validate(ty, &mut new)?;
         if meta::is_noop(&old, &new) {
             let mut out = old;
             meta::set_type(&mut out, ty);
@@ -247,8 +290,13 @@ impl Store {
             return Ok(new);
         }
         if meta::should_delete(&new) {
+            // The real server answers the object as updated (finalizers gone) at the revision it
+            // was stored at before the delete (measured).
+            let rv = meta::rv_of(&old).unwrap_or_default().to_string();
             let mut gone = self.remove(ty, ns, name, old, w);
             gone["metadata"]["finalizers"] = new["metadata"]["finalizers"].clone();
+            gone["metadata"]["resourceVersion"] = json!(rv);
+            meta::drop_empty(&mut gone);
             return Ok(gone);
         }
         let out = self.commit(ty, ns, name, Some(old), Some(new), verb, w);
@@ -337,6 +385,16 @@ impl Store {
         w: &mut WriteCtx<'_>,
     ) -> Result<Deleted, ApiError> {
         let old = self.stored_or_404(ty, ns, name)?;
+        if ty.group.is_empty() && ty.kind == "Namespace" && ["default", "kube-system", "kube-public"].contains(&name) {
+            // The NamespaceLifecycle admission plugin's immortal namespaces.
+            let mut e = ApiError::new(
+                403,
+                "Forbidden",
+                format!("{} is forbidden: this namespace may not be deleted", ty.what(name).qualified()),
+            );
+            e.details = crate::status::details(name, "", "namespaces");
+            return Err(e);
+        }
         check_preconditions(ty, name, &old, opts)?;
         let extra: &[&str] = match opts.propagation_policy.as_deref() {
             None | Some("Background") => &[],
@@ -351,8 +409,9 @@ impl Store {
         };
         let grace = grace_seconds(ty, &old, opts);
         let dry_run = w.dry_run || opts.dry_run;
+        let ns_finalizers = ty.is_namespace() && old["spec"]["finalizers"].as_array().is_some_and(|a| !a.is_empty());
         if meta::is_deleting(&old) {
-            if grace == 0 && meta::finalizers_of(&old).is_empty() && !dry_run {
+            if grace == 0 && meta::finalizers_of(&old).is_empty() && !ns_finalizers && !dry_run {
                 return Ok(Deleted::Gone(self.remove(ty, ns, name, old, w)));
             }
             return Ok(Deleted::Marked(old));
@@ -367,7 +426,6 @@ impl Store {
             self.remove(ty, ns, name, marked.clone(), w);
             return Ok(Deleted::Marked(marked));
         }
-        let ns_finalizers = ty.is_namespace() && old["spec"]["finalizers"].as_array().is_some_and(|a| !a.is_empty());
         if meta::finalizers_of(&old).is_empty() && extra.is_empty() && !ns_finalizers && grace == 0 {
             if !dry_run {
                 self.remove(ty, ns, name, old.clone(), w);
