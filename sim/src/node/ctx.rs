@@ -10,6 +10,26 @@ use crate::net::Host;
 use crate::run::Ctx;
 use crate::runtime::Owner;
 
+/// The run's node incarnations by owner, for [`NodeCtx::current`]; weak, so that an ended
+/// incarnation's state is freed with its last handle.
+#[derive(Default)]
+pub(super) struct Incarnations {
+    by_owner: Mutex<std::collections::HashMap<Owner, std::sync::Weak<NodeInner>>>,
+}
+
+impl Incarnations {
+    pub(super) fn insert(&self, owner: Owner, node: &NodeCtx) {
+        let mut map = self.by_owner.lock().unwrap_or_else(|p| p.into_inner());
+        map.retain(|_, n| n.strong_count() > 0);
+        map.insert(owner, Arc::downgrade(&node.inner));
+    }
+
+    fn get(&self, owner: Owner) -> Option<NodeCtx> {
+        let map = self.by_owner.lock().unwrap_or_else(|p| p.into_inner());
+        map.get(&owner).and_then(std::sync::Weak::upgrade).map(|inner| NodeCtx { inner })
+    }
+}
+
 /// The error type node entry points return.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -90,6 +110,18 @@ impl std::fmt::Debug for NodeCtx {
 }
 
 impl NodeCtx {
+    /// The node whose task is running now: the incarnation that spawned the current task (or
+    /// an ancestor of it); `None` outside a run, outside a task, or on a task of no node (the
+    /// run's body, harness tasks, destructors of an ended incarnation).
+    ///
+    /// For libraries that must find the node's [`Host`] without being handed it, as a client
+    /// with another library's API does (`kafkasim::rdkafka`'s `ClientConfig::create`).
+    pub fn current() -> Option<NodeCtx> {
+        let ctx = Ctx::try_current()?;
+        let owner = ctx.tasks().owner_of(tokio::task::try_id()?)?;
+        ctx.extension::<Incarnations>().get(owner)
+    }
+
     /// The node's name (`cart-1`): its host's name.
     pub fn name(&self) -> &str {
         &self.inner.name

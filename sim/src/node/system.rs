@@ -271,6 +271,7 @@ impl System {
             }),
         };
         drop(st);
+        self.ctx.extension::<super::ctx::Incarnations>().insert(owner, &node);
         self.ctx.record("node.start", name, format!("incarnation {incarnation} {version}"));
         let system = self.clone();
         let node_name = name.to_string();

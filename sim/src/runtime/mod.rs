@@ -161,6 +161,11 @@ impl Tasks {
         owner
     }
 
+    /// The owner of a live task, if it has one.
+    pub(crate) fn owner_of(&self, id: tokio::task::Id) -> Option<Owner> {
+        self.lock().live.get(&id).and_then(|t| t.owner)
+    }
+
     /// Gives a task (and so everything it will spawn) to an owner, or to none.
     pub(crate) fn set_owner(&self, id: tokio::task::Id, owner: Option<Owner>) {
         if let Some(t) = self.lock().live.get_mut(&id) {
