@@ -169,13 +169,16 @@ pub async fn a_service_gets_a_cluster_ip_and_defaults(ctx: &Ctx) -> Result<(), S
     body["spec"]["clusterIP"] = json!("IP");
     body["spec"]["clusterIPs"] = json!(["IP"]);
     k.note("create", format!("{} {}", a.code, k.object(&body)));
-    let fixed = json!({"metadata": {"name": "fixed"}, "spec": {"clusterIP": "10.100.0.200", "ports": [{"port": 81, "targetPort": 8081}]}});
+    // A chosen address unique to the run (the real server is shared across runs), shown as `CHOSEN`.
+    let h = ctx.suffix().bytes().fold(7u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+    let chosen = format!("10.{}.{}.{}", 100 + h % 8, (h >> 3) % 256, 1 + (h >> 11) % 254);
+    let fixed = json!({"metadata": {"name": "fixed"}, "spec": {"clusterIP": chosen, "ports": [{"port": 81, "targetPort": 8081}]}});
     let a = k.send("POST", &k.core("services", None), Some(fixed.clone())).await?;
-    k.note("a chosen cluster IP", format!("{} {}", a.code, a.body["spec"]["clusterIP"]));
+    k.note("a chosen cluster IP", format!("{} {}", a.code, a.body["spec"]["clusterIP"]).replace(&chosen, "CHOSEN"));
     let mut again = fixed;
     again["metadata"]["name"] = json!("fixed-again");
     let a = k.send("POST", &k.core("services", None), Some(again)).await?;
-    k.note("the same cluster IP again", a.summary());
+    k.note("the same cluster IP again", a.summary().replace(&chosen, "CHOSEN"));
     let outside = json!({"metadata": {"name": "outside"}, "spec": {"clusterIP": "192.168.0.1", "ports": [{"port": 80}]}});
     let a = k.send("POST", &k.core("services", None), Some(outside)).await?;
     k.note("a cluster IP outside the range", a.summary());
