@@ -22,6 +22,7 @@ pub mod meta;
 pub mod models;
 pub mod patch;
 pub mod resource;
+pub mod schema;
 pub mod selector;
 pub mod server;
 pub mod status;

@@ -603,9 +603,13 @@ pub fn is_noop(old: &Value, new: &Value) -> bool {
 }
 
 /// Whether an object is due to leave storage: `deletionTimestamp` set, no finalizers left and
-/// no grace period pending (`deletionGracePeriodSeconds` missing or 0).
+/// no grace period pending (`deletionGracePeriodSeconds` missing or 0). A Namespace also waits
+/// for its `spec.finalizers` (the namespace controller's), so updating a terminating one keeps it.
 pub fn should_delete(obj: &Value) -> bool {
+    let namespace_finalizers = obj["kind"] == "Namespace"
+        && obj["spec"]["finalizers"].as_array().is_some_and(|f| !f.is_empty());
     is_deleting(obj)
+        && !namespace_finalizers
         && finalizers_of(obj).is_empty()
         && obj["metadata"]["deletionGracePeriodSeconds"].as_i64().unwrap_or(0) == 0
 }

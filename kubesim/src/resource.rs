@@ -1,7 +1,8 @@
 //! The resource types the fake serves: the built-ins (Namespace, ConfigMap, Secret, Pod, Service,
 //! Deployment, Lease, Event, CustomResourceDefinition) and the kinds of every
 //! CustomResourceDefinition created through the store, served from the moment the CRD commits
-//! until it is deleted (as the real server's apiextensions handler does, minus schema validation).
+//! until it is deleted (as the real server's apiextensions handler does; custom resources are
+//! validated and pruned by a subset of their schema: [`crate::schema`]).
 
 use serde_json::Value;
 
@@ -39,6 +40,9 @@ pub struct ResourceType {
     pub tracks_generation: bool,
     /// The CustomResourceDefinition serving this type (`None` for built-ins).
     pub crd: Option<String>,
+    /// The version's `schema.openAPIV3Schema` (custom resources only): what
+    /// [`crate::schema::validate`] checks and prunes by.
+    pub schema: Option<Value>,
 }
 
 impl ResourceType {
@@ -283,6 +287,7 @@ impl Builtin {
             allow_unconditional_update: self.unconditional,
             field_selectors: strings(self.fields),
             tracks_generation: self.generation,
+            schema: None,
             crd: None,
         }
     }
@@ -448,6 +453,7 @@ pub fn crd_types(crd: &Value) -> Result<Vec<ResourceType>, ApiError> {
                 field_selectors: fields,
                 tracks_generation: true,
                 crd: Some(name.to_string()),
+                schema: v.pointer("/schema/openAPIV3Schema").cloned(),
             })
         })
         .collect();

@@ -58,8 +58,10 @@ pub async fn generation_counts_spec_changes_of_a_deployment(ctx: &Ctx) -> Result
     d["spec"]["replicas"] = json!(3);
     let a = k.send("PUT", &path, Some(d)).await?;
     k.note("update of the spec", view(&k, &a, DEPLOYMENT_VIEW));
-    let a = k.patch(&path, MERGE, json!({"metadata": {"labels": {"team": "a"}, "annotations": {"n": "1"}}})).await?;
-    k.note("metadata only", view(&k, &a, DEPLOYMENT_VIEW));
+    let a = k.patch(&path, MERGE, json!({"metadata": {"labels": {"team": "a"}}})).await?;
+    k.note("labels only", view(&k, &a, DEPLOYMENT_VIEW));
+    let a = k.patch(&path, MERGE, json!({"metadata": {"annotations": {"n": "1"}}})).await?;
+    k.note("annotations only (a Deployment counts them)", view(&k, &a, DEPLOYMENT_VIEW));
     let mut d = a.body.clone();
     d["status"] = json!({"replicas": 3, "observedGeneration": 2});
     let a = k.send("PUT", &format!("{path}/status"), Some(d)).await?;
@@ -257,13 +259,14 @@ fn namespace_view(k: &Kube<'_>, a: &Answer) -> String {
         })
         .unwrap_or_default();
     format!(
-        "{} kind={} phase={} spec.finalizers={} deletionTimestamp={} conditions=[{}] rv={}",
+        "{} kind={} phase={} spec.finalizers={} deletionTimestamp={} conditions=[{}] labels={} rv={}",
         a.code,
         a.body["kind"].as_str().unwrap_or("-"),
         a.body.pointer("/status/phase").and_then(Value::as_str).unwrap_or("-"),
         a.body.pointer("/spec/finalizers").cloned().unwrap_or(Value::Null),
         a.body.pointer("/metadata/deletionTimestamp").is_some(),
         conditions.join(","),
+        a.body.pointer("/metadata/labels").map(|l| k.object(l)).unwrap_or("-".into()),
         k.rv(&a.rv()),
     )
 }
@@ -367,8 +370,12 @@ pub async fn custom_resources_are_validated_by_the_schema(ctx: &Ctx) -> Result<(
     let a = k.send("POST", &path, Some(widget("typed", json!({"size": "three"})))).await?;
     k.note("size of the wrong type", k.answer(&a));
     let a = k.send("POST", &path, Some(widget("two", json!({"size": 0, "color": 5})))).await?;
-    k.note("two errors", k.answer(&a));
-    k.note("two errors: causes", k.object(&a.body["details"]["causes"]));
+    // The real server lists several schema errors in no fixed order (Go map iteration): both
+    // sides are shown sorted.
+    k.note("two errors", sorted_causes_message(&a));
+    let mut causes = a.body["details"]["causes"].as_array().cloned().unwrap_or_default();
+    causes.sort_by_key(|c| c["field"].as_str().unwrap_or("").to_string());
+    k.note("two errors: causes", k.object(&json!(causes)));
     let a = k.send("POST", &path, Some(widget("extra", json!({"size": 2, "unknown": "x"})))).await?;
     k.note("an unknown field is pruned", format!("{} spec={}", a.code, k.object(&a.body["spec"])));
     let a = k.patch(&format!("{}/extra", path), MERGE, json!({"spec": {"size": 11}})).await?;
@@ -376,6 +383,18 @@ pub async fn custom_resources_are_validated_by_the_schema(ctx: &Ctx) -> Result<(
     let a = k.delete_crd(&name).await?;
     k.note("delete the CRD", crate::support::deleted_crd(&a));
     Ok(())
+}
+
+/// The status line of a 422 whose `[a, b]` list of causes is sorted.
+fn sorted_causes_message(a: &Answer) -> String {
+    let line = a.summary();
+    let (Some(open), true) = (line.find(": ["), line.ends_with(']')) else { return line };
+    let mut items: Vec<&str> = line[open + 3..line.len() - 1].split(", spec.").collect();
+    let first = items.remove(0).to_string();
+    let mut all: Vec<String> = vec![first];
+    all.extend(items.iter().map(|i| format!("spec.{i}")));
+    all.sort();
+    format!("{}: [{}]", &line[..open], all.join(", "))
 }
 
 /// The groups kubesim serves (the real server serves more): `/apis` is compared on these.

@@ -53,6 +53,9 @@ pub fn group(registry: &Registry, name: &str) -> Option<Value> {
 /// Every served type takes every verb.
 const VERBS: [&str; 8] = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
 
+/// The verbs of a custom resource, in the order the apiextensions handler lists them.
+const CR_VERBS: [&str; 8] = ["delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"];
+
 /// `/api/v1`, `/apis/{group}/{version}`; `None` when not served.
 pub fn resources(registry: &Registry, group: &str, version: &str) -> Option<Value> {
     let groups = registry.groups();
@@ -60,11 +63,17 @@ pub fn resources(registry: &Registry, group: &str, version: &str) -> Option<Valu
     let v = g.versions.iter().find(|v| v.version == version)?;
     let mut list = Vec::new();
     for t in &v.resources {
-        list.push(json!({
+        let verbs = if t.crd.is_some() { CR_VERBS } else { VERBS };
+        let mut r = json!({
             "name": t.plural, "singularName": t.singular, "namespaced": t.namespaced, "kind": t.kind,
-            "verbs": VERBS.iter().filter(|v| **v != "deletecollection" || t.deletecollection()).collect::<Vec<_>>(),
-            "shortNames": t.short_names, "storageVersionHash": "",
-        }));
+            "verbs": verbs.iter().filter(|v| **v != "deletecollection" || t.deletecollection()).collect::<Vec<_>>(),
+            "storageVersionHash": "",
+        });
+        // `shortNames` is `omitempty`.
+        if !t.short_names.is_empty() {
+            r["shortNames"] = json!(t.short_names);
+        }
+        list.push(r);
         if t.status_subresource {
             list.push(json!({
                 "name": format!("{}/status", t.plural), "singularName": "", "namespaced": t.namespaced,

@@ -78,6 +78,10 @@ where
     let unserved_group = match &route {
         Route::Group(g) | Route::Resources(g, _) => !served(g),
         Route::Resource(path) => !served(&path.group),
+        Route::Unknown => {
+            let mut segs = req.uri().path().split('/').filter(|s| !s.is_empty());
+            segs.next() == Some("apis") && segs.next().is_some_and(|g| !served(g))
+        }
         _ => false,
     };
     if unserved_group {

@@ -43,9 +43,9 @@ pub fn unsupported_patch_type() -> ApiError {
 pub fn check_type(content_type: Option<&str>, custom: bool) -> Result<(), ApiError> {
     match content_type {
         Some("application/strategic-merge-patch+json") if custom => Err(unsupported_for_custom_resources()),
-        Some("application/merge-patch+json" | "application/json-patch+json" | "application/strategic-merge-patch+json") => {
-            Ok(())
-        }
+        Some(
+            "application/merge-patch+json" | "application/json-patch+json" | "application/strategic-merge-patch+json",
+        ) => Ok(()),
         ct if is_apply(ct) => Ok(()),
         _ => Err(unsupported_patch_type()),
     }

@@ -357,7 +357,11 @@ impl Store {
             return Err(ApiError::not_found(ty.what(name)));
         };
         let subresource = (sub == Subresource::Status).then_some("status");
-        let mut new = crate::patch::apply_patch_to(Some(&live), patch, &ty.kind, &now, Some(&manager), subresource)?;
+        // A non-apply patch's managedFields are recorded on the object as stored (after the
+        // status reset and the other rules of `prepare_update`), as for an update.
+        let apply = matches!(patch, Patch::Apply { .. });
+        let update_manager = apply.then_some(manager.as_str());
+        let mut new = crate::patch::apply_patch_to(Some(&live), patch, &ty.kind, &now, update_manager, subresource)?;
         match meta::rv_of(&new) {
             // As for an update: the storage layer parses it first (a 500 with no reason).
             Some(rv) if rv.parse::<u64>().is_err() => {
@@ -367,7 +371,10 @@ impl Store {
             Some(_) => {}
             None => meta::set_rv(&mut new, meta::rv_of(&live).and_then(|r| r.parse().ok()).unwrap_or(0)),
         }
-        let new = meta::prepare_update(ty, &live, new, scope(ty, ns), endpoint(sub))?;
+        let mut new = meta::prepare_update(ty, &live, new, scope(ty, ns), endpoint(sub))?;
+        if !apply {
+            self.record_manager(Some(&live), &mut new, w, sub);
+        }
         self.finish_update(ty, ns, name, live, new, Verb::Patch, w)
     }
 
