@@ -79,15 +79,6 @@ fn go_number(v: &Value) -> String {
     }
 }
 
-/// A value as `field.Invalid` prints it: strings quoted, numbers plain.
-fn shown(v: &Value) -> String {
-    match v {
-        Value::String(s) => format!("{s:?}"),
-        Value::Number(_) => go_number(v),
-        other => other.to_string(),
-    }
-}
-
 fn join(path: &str, key: &str) -> String {
     if path.is_empty() { key.to_string() } else { format!("{path}.{key}") }
 }

@@ -22,6 +22,8 @@
 //!
 //! Field sets and their `FieldsV1` encoding are in [`fields`].
 //!
+//! Bodies are decoded by content type, with the real server's 415s and 400s, in [`decode`].
+//!
 //! For the store: call [`apply_patch`] (or [`apply_patch_to`] for `/status`) with the live
 //! object; an apply result already carries its managedFields. For a non-apply write whose
 //! result the store still changes (status reset, immutable fields), pass `update_manager`
@@ -33,7 +35,7 @@
 //! Known differences from the real server (each also in its module's docs):
 //! 1. JSON patch: no limit on the number of operations (real: 10 000, then 413).
 //! 2. Strategic merge: `$setElementOrder` is accepted and ignored; fewer keyed fields than the
-//!    real types declare; an unknown `$patch` value is 400.
+//!    real types declare.
 //! 3. Lists of custom resources are atomic (kubesim keeps no CRD schema, so no
 //!    `x-kubernetes-list-type`), except `metadata.finalizers` (set) and
 //!    `metadata.ownerReferences` (by uid).
