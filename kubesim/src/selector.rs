@@ -65,7 +65,7 @@ fn split_top(s: &str) -> Result<Vec<&str>, ApiError> {
             _ => {}
         }
         if depth < 0 {
-            return Err(ApiError::bad_request(format!("found ')', expected: ',' or end of string in {s:?}")));
+            return Err(ApiError::bad_request("found ')', expected: ',' or 'end of string'"));
         }
     }
     parts.push(&s[start..]);
@@ -112,11 +112,10 @@ fn valid_value(v: &str) -> Result<(), ApiError> {
 }
 
 fn set_values(rest: &str) -> Result<Vec<String>, ApiError> {
-    let inner = rest
-        .trim()
-        .strip_prefix('(')
-        .and_then(|r| r.strip_suffix(')'))
-        .ok_or_else(|| parse_err(format!("found '{}', expected: '('", rest.trim())))?;
+    let inner =
+        rest.trim().strip_prefix('(').and_then(|r| r.strip_suffix(')')).ok_or_else(|| {
+            parse_err(format!("found '{}' expected: '('", rest.split_whitespace().next().unwrap_or("")))
+        })?;
     if inner.trim().is_empty() {
         return Err(parse_err("for 'in', 'notin' operators, values set can't be empty"));
     }
@@ -127,20 +126,13 @@ fn set_values(rest: &str) -> Result<Vec<String>, ApiError> {
     Ok(values)
 }
 
-fn word_op(s: &str) -> Option<(&str, Op, &str)> {
-    for (word, op) in [(" notin ", Op::NotIn), (" in ", Op::In)] {
-        if let Some((k, rest)) = s.split_once(word) {
-            return Some((k, op, rest));
-        }
-    }
-    for (word, op) in [(" notin(", Op::NotIn), (" in(", Op::In)] {
-        if let Some(i) = s.find(word) {
-            return Some((&s[..i], op, &s[i + word.len() - 1..]));
-        }
-    }
-    None
+/// Where the real lexer's identifier starting at `s` ends (whitespace or an operator character).
+fn word_end(s: &str) -> usize {
+    s.find(|c: char| c.is_whitespace() || "=!(),<>".contains(c)).unwrap_or(s.len())
 }
 
+/// One requirement, read as the real parser reads it: a key, then an operator (`in`/`notin`, a
+/// symbol) or nothing; another identifier after the key is the error naming it.
 fn requirement(part: &str) -> Result<Requirement, ApiError> {
     let s = part.trim();
     if s.is_empty() {
@@ -154,26 +146,31 @@ fn requirement(part: &str) -> Result<Requirement, ApiError> {
     if let Some(k) = s.strip_prefix('!') {
         return req(k, Op::DoesNotExist, Vec::new());
     }
-    if let Some((k, op, rest)) = word_op(s) {
-        return req(k, op, set_values(rest)?);
+    let (key, after) = s.split_at(word_end(s));
+    let after = after.trim_start();
+    if after.is_empty() {
+        return req(key, Op::Exists, Vec::new());
+    }
+    if !after.starts_with(|c: char| "=!(),<>".contains(c)) {
+        let (word, rest) = after.split_at(word_end(after));
+        return match word {
+            "in" => req(key, Op::In, set_values(rest)?),
+            "notin" => req(key, Op::NotIn, set_values(rest)?),
+            _ => Err(parse_err(format!("found '{word}', expected: in, notin, =, ==, !=, gt, lt"))),
+        };
     }
     for (sym, op) in [("!=", Op::NotEq), ("==", Op::Eq), ("=", Op::Eq), (">", Op::Gt), ("<", Op::Lt)] {
-        if let Some((k, v)) = s.split_once(sym) {
+        if let Some(v) = after.strip_prefix(sym) {
             let v = v.trim();
             if matches!(op, Op::Gt | Op::Lt) && v.parse::<i64>().is_err() {
                 return Err(parse_err(format!("for 'Gt', 'Lt' operators, the value must be an integer, got {v:?}")));
             }
             valid_value(v)?;
-            return req(k, op, vec![v.to_string()]);
+            return req(key, op, vec![v.to_string()]);
         }
     }
-    if s.contains(char::is_whitespace) {
-        return Err(parse_err(format!(
-            "found '{}', expected: in, notin, =, ==, !=, gt, lt",
-            s.split_whitespace().nth(1).unwrap_or("")
-        )));
-    }
-    req(s, Op::Exists, Vec::new())
+    let found: String = after.chars().take(1).collect();
+    Err(parse_err(format!("found '{found}', expected: in, notin, =, ==, !=, gt, lt")))
 }
 
 impl Requirement {
@@ -286,7 +283,12 @@ fn field_term(part: &str) -> Result<FieldTerm, ApiError> {
             return Ok(FieldTerm { field: f.trim().to_string(), negated, value: unescape(v)? });
         }
     }
-    Err(ApiError::bad_request(format!("invalid field selector: invalid selector: '{part}'; can't understand '{part}'")))
+    Err(not_understood(part))
+}
+
+/// The real parser's error for a term without an operator (`whole` is patched in by the caller).
+fn not_understood(part: &str) -> ApiError {
+    ApiError::bad_request(format!("invalid selector: '\u{0}'; can't understand '{part}'"))
 }
 
 /// The value of a field label on an object of type `ty`, as the real server's field-label
@@ -324,16 +326,33 @@ impl FieldSelector {
         if s.trim().is_empty() {
             return Ok(FieldSelector::default());
         }
+        // The real parser reads the terms in sorted order: the first of those without an
+        // operator is the one its error names.
+        let mut parts = split_unescaped(s, ',');
+        parts.sort();
         let mut terms = Vec::new();
-        for part in split_unescaped(s, ',') {
-            let term = field_term(&part)?;
+        for part in parts.iter().filter(|p| !p.is_empty()) {
+            let term = field_term(part).map_err(|mut e| {
+                e.message = e.message.replace('\u{0}', s);
+                e
+            })?;
+            terms.push(term);
+        }
+        for term in &terms {
             let known = term.field == "metadata.name"
                 || term.field == "metadata.namespace"
                 || ty.field_selectors.contains(&term.field);
+            // Types with their own field labels convert them with a function that refuses the
+            // others; the rest get the generic conversion's message.
+            if !known && ty.field_selectors.is_empty() {
+                return Err(ApiError::bad_request(format!(
+                    "\"{}\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\"",
+                    term.field
+                )));
+            }
             if !known {
                 return Err(ApiError::bad_request(format!("field label not supported: {}", term.field)));
             }
-            terms.push(term);
         }
         Ok(FieldSelector { terms })
     }
@@ -429,7 +448,14 @@ mod tests {
         assert_eq!(FieldSelector::parse("metadata.name=q", pods).unwrap().required_name(), Some("q"));
         let cms = r.find("", "v1", "configmaps").unwrap();
         let e = FieldSelector::parse("spec.nodeName=n1", cms).unwrap_err();
-        assert_eq!((e.code, e.message.as_str()), (400, "field label not supported: spec.nodeName"));
+        // Measured on kube-apiserver v1.37: types without field labels of their own get the
+        // generic conversion's message, the others their conversion function's.
+        let generic = "\"spec.nodeName\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\"";
+        assert_eq!((e.code, e.message.as_str()), (400, generic));
+        let e = FieldSelector::parse("data.x=1", pods).unwrap_err();
+        assert_eq!(e.message, "field label not supported: data.x");
+        let e = FieldSelector::parse("metadata.name in (a,b)", cms).unwrap_err();
+        assert_eq!(e.message, "invalid selector: 'metadata.name in (a,b)'; can't understand 'b)'");
         assert_eq!(FieldSelector::parse("nonsense", cms).unwrap_err().code, 400);
         let esc = FieldSelector::parse(r"metadata.name=a\,b", cms).unwrap();
         assert_eq!(esc.terms[0].value, "a,b");

@@ -24,6 +24,8 @@ pub struct ApiError {
     /// `Status.details` (`name`, `group`, `kind`, `causes`, `retryAfterSeconds`); `Value::Null`
     /// for none.
     pub details: Value,
+    /// `Status.metadata.continue`: the token a 410 for a compacted continue token offers.
+    pub continue_token: Option<String>,
 }
 
 /// What an object is, for error messages and `Status.details`: the group (`""` for the core
@@ -66,7 +68,7 @@ pub(crate) fn details(name: &str, group: &str, kind: &str) -> Value {
 impl ApiError {
     /// An error with no details.
     pub fn new(code: u16, reason: &'static str, message: impl Into<String>) -> ApiError {
-        ApiError { code, reason, message: message.into(), details: Value::Null }
+        ApiError { code, reason, message: message.into(), details: Value::Null, continue_token: None }
     }
 
     /// 404 `NotFound`: `configmaps "x" not found`.
@@ -203,6 +205,9 @@ impl ApiError {
         }
         if !self.details.is_null() {
             status["details"] = self.details.clone();
+        }
+        if let Some(c) = &self.continue_token {
+            status["metadata"]["continue"] = json!(c);
         }
         status
     }

@@ -3,7 +3,7 @@
 //! continue token outliving a compaction.
 
 use fidelity::runner::{Ctx, Scenario};
-use fidelity::scenario;
+use fidelity::{Known, scenario};
 use serde_json::{Value, json};
 
 use crate::lists;
@@ -16,7 +16,10 @@ pub fn scenarios() -> Vec<Scenario> {
         scenario!(lists::paging_with_limit_and_continue),
         scenario!(lists::continue_with_an_invalid_token_is_a_bad_request),
         scenario!(lists::resource_version_zero_not_older_than_and_exact),
-        scenario!(lists::list_at_a_future_resource_version_times_out),
+        scenario!(
+            lists::list_at_a_future_resource_version_times_out,
+            Some(Known { id: "future-resource-version-answers-at-once", steps: &["answered after 2 s or more"] })
+        ),
         scenario!(lists::list_across_all_namespaces_by_label),
         scenario!(lists::continue_token_taken_before_a_compaction_is_expired, None, true),
     ]
@@ -106,11 +109,16 @@ pub async fn field_selectors_on_name_and_namespace(ctx: &Ctx) -> Result<(), Stri
         "spec.nodeName=n1".to_string(),
         "metadata.labels=x".to_string(),
     ] {
-        let a = k.send("GET", &format!("{}?fieldSelector={}", k.core("configmaps", None), enc(&selector)), None).await?;
+        let a =
+            k.send("GET", &format!("{}?fieldSelector={}", k.core("configmaps", None), enc(&selector)), None).await?;
         k.note(selector.replace(&ns, "NS"), k.list(&a));
     }
     let a = k
-        .send("GET", &format!("{}?fieldSelector={}&labelSelector=app%3Dx", k.core("configmaps", None), enc("metadata.name!=c")), None)
+        .send(
+            "GET",
+            &format!("{}?fieldSelector={}&labelSelector=app%3Dx", k.core("configmaps", None), enc("metadata.name!=c")),
+            None,
+        )
         .await?;
     k.note("both selectors", k.list(&a));
     Ok(())
@@ -125,13 +133,17 @@ pub async fn paging_with_limit_and_continue(ctx: &Ctx) -> Result<(), String> {
     let mut next = String::new();
     let mut list_rvs = Vec::new();
     for page in 1..=3 {
-        let path = if next.is_empty() { format!("{base}?limit=2") } else { format!("{base}?limit=2&continue={}", enc(&next)) };
+        let path =
+            if next.is_empty() { format!("{base}?limit=2") } else { format!("{base}?limit=2&continue={}", enc(&next)) };
         let a = k.send("GET", &path, None).await?;
         k.note(format!("page {page}"), k.list(&a));
         list_rvs.push(a.body.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("").to_string());
         next = a.body.pointer("/metadata/continue").and_then(Value::as_str).unwrap_or("").to_string();
     }
-    k.note("the pages share the first page's resourceVersion", (list_rvs.iter().all(|r| *r == list_rvs[0])).to_string());
+    k.note(
+        "the pages share the first page's resourceVersion",
+        (list_rvs.iter().all(|r| *r == list_rvs[0])).to_string(),
+    );
     // A write between pages does not show in the later pages (they read the first page's revision).
     let a = k.send("GET", &format!("{base}?limit=2"), None).await?;
     let token = a.body.pointer("/metadata/continue").and_then(Value::as_str).unwrap_or("").to_string();
@@ -237,7 +249,11 @@ pub async fn resource_version_zero_not_older_than_and_exact(ctx: &Ctx) -> Result
 fn exact_b(k: &Kube<'_>, a: &Answer) -> String {
     let items = a.body["items"].as_array().cloned().unwrap_or_default();
     match items.iter().find(|i| i.pointer("/metadata/name") == Some(&json!("b"))) {
-        Some(b) => format!("{} {}", k.rv(b.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("")), b["data"]),
+        Some(b) => format!(
+            "{} {}",
+            k.rv(b.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("")),
+            b["data"]
+        ),
         None => "-".into(),
     }
 }
@@ -251,7 +267,11 @@ pub async fn list_at_a_future_resource_version_times_out(ctx: &Ctx) -> Result<()
     let base = k.core("configmaps", None);
     let started = std::time::Instant::now();
     let a = k
-        .send("GET", &format!("{base}?resourceVersion={future}&resourceVersionMatch=NotOlderThan&timeoutSeconds=1"), None)
+        .send(
+            "GET",
+            &format!("{base}?resourceVersion={future}&resourceVersionMatch=NotOlderThan&timeoutSeconds=1"),
+            None,
+        )
         .await?;
     let took = started.elapsed();
     k.note("NotOlderThan a future revision", numbers_out(&a.summary()));
@@ -308,7 +328,8 @@ pub async fn list_across_all_namespaces_by_label(ctx: &Ctx) -> Result<(), String
     k.note("all namespaces, page 2", k.list(&a));
     let a = k.send("GET", &format!("{all},tier%3Dt"), None).await?;
     k.note("all namespaces, two requirements", k.list(&a));
-    let a = k.send("GET", &format!("{all}&fieldSelector={}", enc(&format!("metadata.namespace={other}"))), None).await?;
+    let a =
+        k.send("GET", &format!("{all}&fieldSelector={}", enc(&format!("metadata.namespace={other}"))), None).await?;
     k.note("all namespaces, the second by field", k.list(&a));
     Ok(())
 }

@@ -107,7 +107,8 @@ where
 fn verb_of(method: &Method, path: &ResourcePath, query: &Query) -> Result<ApiVerb, ApiError> {
     let named = path.name.is_some();
     Ok(match (method.as_str(), named) {
-        ("GET", _) if path.watch_prefix || query.flag("watch") => ApiVerb::Watch,
+        // `?watch=1` on one object's path is a plain GET on the real server (measured).
+        ("GET", _) if path.watch_prefix || (query.flag("watch") && !named) => ApiVerb::Watch,
         ("GET", true) => ApiVerb::Get,
         ("GET", false) => ApiVerb::List,
         ("POST", false) => ApiVerb::Create,

@@ -63,13 +63,30 @@ impl Query {
         matches!(self.get(key), Some("true" | "1" | "True"))
     }
 
+    /// A boolean parameter that matters when given at all (`sendInitialEvents`): `None` when
+    /// absent or empty, else whether it is `true`/`1`.
+    pub fn given_flag(&self, key: &str) -> Option<bool> {
+        self.get(key).map(|_| self.flag(key))
+    }
+
     /// An integer parameter.
     ///
     /// # Errors
-    /// 400 when it is not an integer.
+    /// 400 when it is not an integer, worded as the real server's (Go's `strconv.ParseInt`):
+    /// `strconv.ParseInt: parsing "x": invalid syntax`.
     pub fn int(&self, key: &str) -> Result<Option<i64>, ApiError> {
         self.get(key)
-            .map(|v| v.parse::<i64>().map_err(|_| ApiError::bad_request(format!("invalid value for {key}: {v:?}"))))
+            .map(|v| {
+                v.parse::<i64>().map_err(|_| {
+                    let digits = v.strip_prefix(['-', '+']).unwrap_or(v);
+                    let why = if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+                        "value out of range"
+                    } else {
+                        "invalid syntax"
+                    };
+                    ApiError::bad_request(format!("strconv.ParseInt: parsing {v:?}: {why}"))
+                })
+            })
             .transpose()
     }
 
@@ -92,11 +109,8 @@ impl Query {
             Some("All") => Ok(true),
             Some(other) => {
                 let cause = format!("Unsupported value: [{other:?}]: supported values: \"All\"");
-                let mut e = ApiError::new(
-                    422,
-                    "Invalid",
-                    format!("{options}.meta.k8s.io \"\" is invalid: dryRun: {cause}"),
-                );
+                let mut e =
+                    ApiError::new(422, "Invalid", format!("{options}.meta.k8s.io \"\" is invalid: dryRun: {cause}"));
                 e.details = serde_json::json!({"group": "meta.k8s.io", "kind": options,
                     "causes": [{"reason": "FieldValueNotSupported", "message": cause, "field": "dryRun"}]});
                 Err(e)
@@ -116,6 +130,7 @@ impl Query {
             continue_token: self.get("continue").map(str::to_string),
             resource_version: self.get("resourceVersion").map(str::to_string),
             resource_version_match: self.get("resourceVersionMatch").map(str::to_string),
+            send_initial_events: self.given_flag("sendInitialEvents"),
         })
     }
 
@@ -127,7 +142,7 @@ impl Query {
             resource_version: self.get("resourceVersion").map(str::to_string),
             resource_version_match: self.get("resourceVersionMatch").map(str::to_string),
             allow_bookmarks: self.flag("allowWatchBookmarks"),
-            send_initial_events: self.flag("sendInitialEvents"),
+            send_initial_events: self.given_flag("sendInitialEvents"),
         }
     }
 

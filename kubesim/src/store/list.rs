@@ -15,6 +15,9 @@ use crate::store::token;
 
 /// The real server's 410 for a continue token whose revision was compacted.
 pub const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.";
+/// The real server's 410 for a continue token whose revision was compacted, when it offers a
+/// token continuing at the latest revision (`Status.metadata.continue`), as etcd-backed lists do.
+pub const CONTINUE_EXPIRED_INCONSISTENT: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
 /// The real server's 410 for an `Exact` list of a compacted revision.
 pub const LIST_EXPIRED: &str = "The resourceVersion for the provided list is too old.";
 
@@ -33,22 +36,68 @@ pub fn too_old(rv: u64, floor: u64) -> ApiError {
     ApiError::expired(format!("too old resource version: {rv} ({floor})"))
 }
 
+/// One cause of a 422 for list or watch options: `(field, message)`, the message starting with
+/// the cause type (`Forbidden: …`, `Unsupported value: …`).
+pub(crate) type OptionCause = (&'static str, String);
+
 /// 422 for misused list/watch options, as the real server's `ListOptions` validation:
-/// `ListOptions.meta.k8s.io "" is invalid: resourceVersionMatch: Forbidden: …`. `message` starts
-/// with the cause type (`Forbidden: …`, `Unsupported value: …`).
-pub(crate) fn list_options_invalid(field: &str, message: &str) -> ApiError {
+/// `ListOptions.meta.k8s.io "" is invalid: resourceVersionMatch: Forbidden: …`, or with several
+/// causes `… is invalid: [field: message, field: message]`.
+pub(crate) fn list_options_invalid(causes: &[OptionCause]) -> ApiError {
     let reason =
-        if message.starts_with("Unsupported value") { "FieldValueNotSupported" } else { "FieldValueForbidden" };
+        |m: &str| if m.starts_with("Unsupported value") { "FieldValueNotSupported" } else { "FieldValueForbidden" };
+    let lines: Vec<String> = causes.iter().map(|(f, m)| format!("{f}: {m}")).collect();
+    let joined = if lines.len() == 1 { lines[0].clone() } else { format!("[{}]", lines.join(", ")) };
+    let causes: Vec<Value> =
+        causes.iter().map(|(f, m)| json!({"reason": reason(m), "message": m, "field": f})).collect();
     ApiError {
-        details: json!({"group": "meta.k8s.io", "kind": "ListOptions",
-            "causes": [{"reason": reason, "message": message, "field": field}]}),
-        ..ApiError::new(422, "Invalid", format!("ListOptions.meta.k8s.io \"\" is invalid: {field}: {message}"))
+        details: json!({"group": "meta.k8s.io", "kind": "ListOptions", "causes": causes}),
+        ..ApiError::new(422, "Invalid", format!("ListOptions.meta.k8s.io \"\" is invalid: {joined}"))
     }
 }
 
-/// Parses a resourceVersion parameter. Errors: 400.
+/// The real server's `ValidateListOptions` for a list (not a watch), causes in its order.
+fn validate_list(opts: &ListOptions) -> Vec<OptionCause> {
+    let mut causes = Vec::new();
+    let forbidden = |m: &str| ("resourceVersionMatch", format!("Forbidden: {m}"));
+    if let Some(m) = opts.resource_version_match.as_deref().filter(|m| !m.is_empty()) {
+        let rv = opts.resource_version.as_deref().unwrap_or("");
+        if rv.is_empty() {
+            causes.push(forbidden("resourceVersionMatch is forbidden unless resourceVersion is provided"));
+        }
+        if opts.continue_token.as_deref().is_some_and(|c| !c.is_empty()) {
+            causes.push(forbidden("resourceVersionMatch is forbidden when continue is provided"));
+        }
+        if m != "Exact" && m != "NotOlderThan" {
+            let msg = format!("Unsupported value: \"{m}\": supported values: \"Exact\", \"NotOlderThan\", \"\"");
+            causes.push(("resourceVersionMatch", msg));
+        }
+        if m == "Exact" && rv == "0" {
+            causes.push(forbidden("resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\""));
+        }
+    }
+    if opts.send_initial_events.is_some() {
+        causes.push(("sendInitialEvents", "Forbidden: sendInitialEvents is forbidden for list".into()));
+    }
+    causes
+}
+
+/// Parses a resourceVersion parameter of a list. Errors: 400 `invalid resource version:
+/// resourceVersion: Invalid value: "abc": strconv.ParseUint: parsing "abc": invalid syntax`.
 pub fn parse_rv(rv: &str) -> Result<u64, ApiError> {
-    rv.parse().map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv:?}")))
+    parse_rv_bare(rv).map_err(|m| ApiError::bad_request(format!("invalid resource version: {m}")))
+}
+
+/// A resourceVersion parse error as the real storage layer words it (Go's `strconv.ParseUint`).
+pub(crate) fn parse_rv_bare(rv: &str) -> Result<u64, String> {
+    rv.parse().map_err(|_| {
+        let why = if !rv.is_empty() && rv.bytes().all(|b| b.is_ascii_digit()) {
+            "value out of range"
+        } else {
+            "invalid syntax"
+        };
+        format!("resourceVersion: Invalid value: {rv:?}: strconv.ParseUint: parsing {rv:?}: {why}")
+    })
 }
 
 impl Store {
@@ -59,10 +108,22 @@ impl Store {
     /// is newer. `continue` pages resume at the token's revision (410 when compacted). Errors: 400
     /// (selectors, token, rv with continue), 422 (`resourceVersionMatch` misuse).
     pub fn list(&self, ty: &ResourceType, ns: Option<&str>, opts: &ListOptions) -> Result<List, ApiError> {
+        let causes = validate_list(opts);
+        if !causes.is_empty() {
+            return Err(list_options_invalid(&causes));
+        }
         let filter = WatchFilter::parse(ty, opts.label_selector.as_deref(), opts.field_selector.as_deref())?;
         let (target, start) = self.list_target(opts)?;
         let limit = opts.limit.filter(|l| *l > 0);
-        self.list_page(ty, ns, &filter, limit, target, start, opts.continue_token.is_some())
+        let paging = start.clone();
+        self.list_page(ty, ns, &filter, limit, target, start).map_err(|mut e| {
+            // The real server offers a token that continues at the latest revision.
+            if let (410, Some(start)) = (e.code, paging) {
+                e.message = CONTINUE_EXPIRED_INCONSISTENT.to_string();
+                e.continue_token = Some(token::make_latest(&start));
+            }
+            e
+        })
     }
 
     /// A list as of revision `rv` (the stale-read fault: a lagging cache), honouring selectors,
@@ -72,12 +133,12 @@ impl Store {
         let filter = WatchFilter::parse(ty, opts.label_selector.as_deref(), opts.field_selector.as_deref())?;
         let start = opts.continue_token.as_deref().map(token::parse).transpose()?.map(|(_, s)| s);
         let limit = opts.limit.filter(|l| *l > 0);
-        self.list_page(ty, ns, &filter, limit, rv, start, false)
+        self.list_page(ty, ns, &filter, limit, rv, start)
     }
 
     /// The object as of revision `rv` (stale gets). Errors: 404, 410, 504.
     pub fn get_at(&self, ty: &ResourceType, ns: Option<&str>, name: &str, rv: u64) -> Result<Value, ApiError> {
-        let state = self.state_at(ty, rv, false)?;
+        let state = self.state_at(ty, rv)?;
         let mut obj = state
             .get(&crate::store::state::key(scope(ty, ns), name))
             .cloned()
@@ -86,6 +147,7 @@ impl Store {
         Ok(obj)
     }
 
+    /// The revision a (validated) list reads, and the key a continue token resumes at.
     fn list_target(&self, opts: &ListOptions) -> Result<(u64, Option<String>), ApiError> {
         let rv = opts.resource_version.as_deref().filter(|s| !s.is_empty());
         let rv_match = opts.resource_version_match.as_deref().filter(|s| !s.is_empty());
@@ -93,32 +155,14 @@ impl Store {
             if rv.is_some_and(|rv| rv != "0") {
                 return Err(ApiError::bad_request("specifying resource version is not allowed when using continue"));
             }
-            if rv_match.is_some() {
-                return Err(list_options_invalid(
-                    "resourceVersionMatch",
-                    "Forbidden: resourceVersionMatch is forbidden when continue is provided",
-                ));
-            }
-            let (rv, start) = token::parse(tok)?;
+            let (at, start) = token::parse(tok)?;
+            let rv = match at {
+                token::At::Revision(rv) => rv,
+                token::At::Latest => self.rv,
+            };
             return Ok((rv, Some(start)));
         }
         let exact = match (rv, rv_match) {
-            (None, Some(_)) => {
-                return Err(list_options_invalid(
-                    "resourceVersionMatch",
-                    "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided",
-                ));
-            }
-            (_, Some(m)) if m != "Exact" && m != "NotOlderThan" => {
-                let msg = format!("Unsupported value: \"{m}\": supported values: \"Exact\", \"NotOlderThan\"");
-                return Err(list_options_invalid("resourceVersionMatch", &msg));
-            }
-            (Some("0"), Some("Exact")) => {
-                return Err(list_options_invalid(
-                    "resourceVersionMatch",
-                    "Forbidden: resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
-                ));
-            }
             (None | Some("0"), _) => return Ok((self.rv, None)),
             (Some(_), Some(m)) => m == "Exact",
             (Some(_), None) => opts.limit.is_some_and(|l| l > 0),
@@ -131,21 +175,21 @@ impl Store {
     }
 
     /// The objects of `ty` as of revision `rv`: the current ones with every later event undone.
-    pub(crate) fn state_at(
-        &self,
-        ty: &ResourceType,
-        rv: u64,
-        paging: bool,
-    ) -> Result<Cow<'_, BTreeMap<String, Value>>, ApiError> {
+    /// Errors: 410 [`LIST_EXPIRED`] when `rv` was compacted (the caller rewords it for a continue
+    /// page), 504 when `rv` is newer than the store.
+    pub(crate) fn state_at(&self, ty: &ResourceType, rv: u64) -> Result<Cow<'_, BTreeMap<String, Value>>, ApiError> {
         static EMPTY: BTreeMap<String, Value> = BTreeMap::new();
         let current = self.objects.get(&ty.qualified()).unwrap_or(&EMPTY);
         if rv > self.rv {
             return Err(too_large(rv, self.rv));
         }
         let Some(log) = self.logs.get(&ty.qualified()) else {
-            return if rv < self.floor(ty) { Err(expired(paging)) } else { Ok(Cow::Borrowed(current)) };
+            return if rv < self.floor(ty) { Err(ApiError::expired(LIST_EXPIRED)) } else { Ok(Cow::Borrowed(current)) };
         };
-        let later = log.since(rv).map_err(|_| expired(paging))?;
+        if rv < log.read_floor() {
+            return Err(ApiError::expired(LIST_EXPIRED));
+        }
+        let later = log.since(rv).map_err(|_| ApiError::expired(LIST_EXPIRED))?;
         let mut state = current.clone();
         for ev in later.rev() {
             match (ev.kind, &ev.prev) {
@@ -165,9 +209,8 @@ impl Store {
         limit: Option<u64>,
         rv: u64,
         start: Option<String>,
-        paging: bool,
     ) -> Result<List, ApiError> {
-        let state = self.state_at(ty, rv, paging)?;
+        let state = self.state_at(ty, rv)?;
         let prefix = scope(ty, ns).map(|n| format!("{n}/"));
         let from = start.unwrap_or_default();
         let matching: Vec<(&String, &Value)> = state
@@ -193,8 +236,4 @@ impl Store {
             remaining: (rest > 0 && filter.is_empty()).then_some(rest),
         })
     }
-}
-
-fn expired(paging: bool) -> ApiError {
-    ApiError::expired(if paging { CONTINUE_EXPIRED } else { LIST_EXPIRED })
 }

@@ -33,18 +33,26 @@ pub struct LogEvent {
 pub struct TypeLog {
     events: VecDeque<LogEvent>,
     floor: u64,
+    /// The oldest revision a read (a list at a revision, a continue page) may ask for: one past
+    /// the floor after a forced compaction, as etcd keeps the revisions from the compaction's on.
+    read_floor: u64,
 }
 
 impl TypeLog {
     /// An empty log whose history starts after `floor`.
     pub fn new(floor: u64) -> TypeLog {
-        TypeLog { events: VecDeque::new(), floor }
+        TypeLog { events: VecDeque::new(), floor, read_floor: floor }
     }
 
     /// The oldest resourceVersion a watch or stale read may start from: every event after it is
     /// kept.
     pub fn floor(&self) -> u64 {
         self.floor
+    }
+
+    /// The oldest revision the state can be read at (see [`TypeLog::compact_to`]).
+    pub fn read_floor(&self) -> u64 {
+        self.read_floor.max(self.floor)
     }
 
     /// Appends an event (in rv order).
@@ -65,12 +73,15 @@ impl TypeLog {
         }
     }
 
-    /// Drops every event at or below `rv` and raises the floor to it (a forced compaction).
+    /// Drops every event at or below `rv` and raises the floor to it (a forced compaction, as
+    /// etcd's at revision `rv + 1`: a watch from `rv` still sees every later event, but reads at
+    /// `rv` or before are gone).
     pub fn compact_to(&mut self, rv: u64) {
         while self.events.front().is_some_and(|e| e.rv <= rv) {
             self.events.pop_front();
         }
         self.floor = self.floor.max(rv);
+        self.read_floor = self.read_floor.max(rv + 1);
     }
 
     /// The events after `rv`, or `Err(floor)` when some of them were compacted away.

@@ -84,6 +84,8 @@ pub struct ListOptions {
     pub resource_version: Option<String>,
     /// `resourceVersionMatch` (`Exact`, `NotOlderThan`).
     pub resource_version_match: Option<String>,
+    /// `sendInitialEvents`, when given (forbidden for lists, true or false).
+    pub send_initial_events: Option<bool>,
 }
 
 /// A list answer: the items (with `apiVersion`/`kind`), the list's resourceVersion, and the
@@ -113,8 +115,9 @@ pub struct WatchOptions {
     pub resource_version_match: Option<String>,
     /// `allowWatchBookmarks=true`.
     pub allow_bookmarks: bool,
-    /// `sendInitialEvents=true`.
-    pub send_initial_events: bool,
+    /// `sendInitialEvents`, when given: `true` starts with the current state (ending with the
+    /// `k8s.io/initial-events-end` bookmark), `false` without it.
+    pub send_initial_events: Option<bool>,
 }
 
 /// The selectors of one watch, parsed.

@@ -194,7 +194,7 @@ fn send_initial_events_ends_with_an_annotated_bookmark() {
     h.cm("a", json!({}));
     let cms = h.ty("", "configmaps");
     let o = WatchOptions {
-        send_initial_events: true,
+        send_initial_events: Some(true),
         allow_bookmarks: true,
         resource_version_match: Some("NotOlderThan".into()),
         ..Default::default()
@@ -215,7 +215,7 @@ fn send_initial_events_ends_with_an_annotated_bookmark() {
     assert_eq!(h.s.watch_start(&cms, None, &exact).unwrap_err().code, 422);
     let unset = WatchOptions { resource_version_match: None, ..o.clone() };
     assert_eq!(h.s.watch_start(&cms, None, &unset).unwrap_err().code, 422);
-    let no_initial = WatchOptions { send_initial_events: false, ..o };
+    let no_initial = WatchOptions { send_initial_events: None, ..o };
     assert_eq!(h.s.watch_start(&cms, None, &no_initial).unwrap_err().code, 422);
     assert_eq!(h.s.bookmark(&cms).object["metadata"], json!({"resourceVersion": h.s.rv().to_string()}));
 }

@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::meta;
 use crate::resource::ResourceType;
 use crate::status::ApiError;
-use crate::store::list::{list_options_invalid, parse_rv, too_old};
+use crate::store::list::{OptionCause, list_options_invalid, parse_rv_bare, too_old};
 use crate::store::log::LogEvent;
 use crate::store::options::{EventKind, WatchEvent, WatchFilter, WatchOptions, WatchStart};
 use crate::store::state::{Store, scope};
@@ -32,40 +32,38 @@ fn convert(ev: &LogEvent, ty: &ResourceType, filter: &WatchFilter) -> Option<Wat
 }
 
 impl Store {
-    /// Starts a watch. resourceVersion unset, `""` or `"0"`, or `sendInitialEvents=true`: one
-    /// ADDED per current object passing the selectors (key order), then (with
-    /// `sendInitialEvents` and `allowWatchBookmarks`) a BOOKMARK annotated `k8s.io/initial-events-end: "true"` at the
-    /// current revision; continue after the current revision. resourceVersion `n`: the events
-    /// after `n` (410 when compacted); continue after the later of `n` and the current revision.
-    /// Errors: 400 (selectors, rv), 410, 422 (`sendInitialEvents` without
-    /// `resourceVersionMatch=NotOlderThan`, or `resourceVersionMatch` without
-    /// `sendInitialEvents`, as the real server's `ListOptions` validation).
+    /// Starts a watch. `sendInitialEvents=true`, or (when it is not given) resourceVersion unset,
+    /// `""` or `"0"`: one ADDED per current object passing the selectors (key order), then, with
+    /// `allowWatchBookmarks`, a BOOKMARK annotated `k8s.io/initial-events-end: "true"` at the
+    /// current revision (kube-apiserver v1.37 sends it to such legacy watches too, measured);
+    /// continue after the current revision. `sendInitialEvents=false`: no initial events.
+    /// resourceVersion `n`: the events after `n` (410 when compacted); continue after the later
+    /// of `n` and the current revision. Errors: 400 (selectors), 422 (the real server's
+    /// `ListOptions` validation of `sendInitialEvents` and `resourceVersionMatch`), 410, 500 for
+    /// an unparsable resourceVersion (as the real watch cache answers it).
     pub fn watch_start(
         &self,
         ty: &ResourceType,
         ns: Option<&str>,
         opts: &WatchOptions,
     ) -> Result<WatchStart, ApiError> {
+        let causes = validate_watch(opts);
+        if !causes.is_empty() {
+            return Err(list_options_invalid(&causes));
+        }
         let filter = WatchFilter::parse(ty, opts.label_selector.as_deref(), opts.field_selector.as_deref())?;
         let rv = opts.resource_version.as_deref().filter(|s| !s.is_empty());
-        let rv_match = opts.resource_version_match.as_deref().filter(|m| !m.is_empty());
-        if opts.send_initial_events && rv_match != Some("NotOlderThan") {
-            let msg = "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan";
-            return Err(list_options_invalid("resourceVersionMatch", msg));
-        }
-        if !opts.send_initial_events && rv_match.is_some() {
-            let msg = "Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided";
-            return Err(list_options_invalid("resourceVersionMatch", msg));
-        }
-        if !opts.send_initial_events
-            && let Some(rv) = rv.filter(|rv| *rv != "0")
-        {
-            let n = parse_rv(rv)?;
+        let initial = opts.send_initial_events.unwrap_or(rv.is_none_or(|rv| rv == "0"));
+        if !initial {
+            let n = match rv {
+                None | Some("0") => self.rv,
+                Some(rv) => parse_rv_bare(rv).map_err(|m| ApiError::new(500, "", m))?,
+            };
             let events = self.watch_next(ty, ns, &filter, n)?;
             return Ok(WatchStart { events, after_rv: n.max(self.rv), filter });
         }
         let mut events = self.initial_events(ty, ns, &filter);
-        if opts.send_initial_events && opts.allow_bookmarks {
+        if opts.allow_bookmarks {
             events.push(WatchEvent::bookmark(ty, self.rv, true));
         }
         Ok(WatchStart { events, after_rv: self.rv, filter })
@@ -115,4 +113,27 @@ impl Store {
     pub fn bookmark(&self, ty: &ResourceType) -> WatchEvent {
         WatchEvent::bookmark(ty, self.rv, false)
     }
+}
+
+/// The real server's `ValidateListOptions` for a watch, causes in its order.
+fn validate_watch(opts: &WatchOptions) -> Vec<OptionCause> {
+    let mut causes = Vec::new();
+    let rv_match = opts.resource_version_match.as_deref().filter(|m| !m.is_empty());
+    if opts.send_initial_events.is_some() && rv_match != Some("NotOlderThan") {
+        let msg = "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan";
+        causes.push(("resourceVersionMatch", msg.to_string()));
+    }
+    if let Some(m) = rv_match {
+        if opts.send_initial_events.is_none() {
+            let msg = "Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided";
+            causes.push(("resourceVersionMatch", msg.to_string()));
+        }
+        if m != "NotOlderThan" {
+            causes.push((
+                "resourceVersionMatch",
+                format!("Unsupported value: \"{m}\": supported values: \"NotOlderThan\""),
+            ));
+        }
+    }
+    causes
 }
