@@ -19,13 +19,7 @@ pub fn scenarios() -> Vec<Scenario> {
         scenario!(watches::watch_from_zero_sends_synthetic_added_events),
         scenario!(watches::watch_without_a_resource_version_starts_with_the_current_state),
         scenario!(watches::watch_with_a_label_selector_sees_objects_enter_and_leave),
-        scenario!(
-            watches::bookmarks_come_before_the_timeout,
-            Some(Known {
-                id: "no-bookmark-before-the-timeout",
-                steps: &["bookmarks within a 3 s watch", "a bookmark's shape"]
-            })
-        ),
+        scenario!(watches::bookmarks_come_before_the_timeout),
         scenario!(watches::send_initial_events_ends_with_an_annotated_bookmark),
         scenario!(watches::send_initial_events_option_checks),
         scenario!(watches::timeout_seconds_ends_the_stream),
@@ -271,14 +265,15 @@ pub async fn bookmarks_come_before_the_timeout(ctx: &Ctx) -> Result<(), String> 
     // A write the watch does not see moves the revision on, so that a bookmark has news.
     let path =
         format!("{}?resourceVersion={start}&allowWatchBookmarks=true&timeoutSeconds=3", k.core("configmaps", None));
-    let (r, last) = tokio::join!(read(&k, &path, 3, Duration::from_millis(3500)), async {
+    let (r, last) = tokio::join!(read(&k, &path, 1, Duration::from_millis(3500)), async {
         pause().await;
         let body = json!({"metadata": {"name": "elsewhere"}});
         let a = k.send("POST", &format!("/api/v1/namespaces/{other}/configmaps"), Some(body)).await?;
         Ok::<String, String>(a.rv())
     });
     let (r, last) = (r?, last?);
-    k.note("bookmarks within a 3 s watch", shown(&k, &r, &last));
+    // The real cacher may send a second one (its one-second buckets), so only the first counts.
+    k.note("the first event of a 3 s watch", shown(&k, &r, &last));
     let shape = r.events.first().map(|e| {
         let mut e = e.clone();
         e["object"]["metadata"]["resourceVersion"] = json!("RV");

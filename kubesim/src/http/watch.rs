@@ -1,7 +1,9 @@
 //! A watch response: a chunked `application/json` stream, one `{"type": …, "object": …}` per
 //! line, fed from the store's per-type log as revisions commit. Faults act on it as it runs
-//! (410 ERROR event, cut, silence, delayed delivery); `timeoutSeconds` ends it cleanly; idle
-//! watches with `allowWatchBookmarks` get a BOOKMARK every bookmark interval.
+//! (410 ERROR event, cut, silence, delayed delivery); `timeoutSeconds` ends it cleanly. Watches
+//! with `allowWatchBookmarks` get a BOOKMARK at the earlier of each bookmark interval and 2 s
+//! before their timeout (none when that is already past), as the real watch cache's
+//! `nextBookmarkTime`, and only when the store moved past the watcher's latest event.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -16,10 +18,13 @@ use crate::introspect::Watcher;
 use crate::resource::ResourceType;
 use crate::server::api::ApiServer;
 use crate::status::ApiError;
-use crate::store::{WatchEvent, WatchFilter, WatchStart};
+use crate::store::{EventKind, WatchEvent, WatchFilter, WatchStart};
 
 /// The real server's default when `timeoutSeconds` is not given (its `--min-request-timeout`).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
+
+/// How long before its timeout a watch gets its last bookmark (the real cacher's 2 s).
+const PRE_TIMEOUT_BOOKMARK: Duration = Duration::from_secs(2);
 
 type Chunk = Result<Frame<Bytes>, std::io::Error>;
 
@@ -36,7 +41,10 @@ pub struct WatchStream {
     changed: tokio::sync::watch::Receiver<u64>,
     deadline: Instant,
     bookmarks: bool,
-    next_bookmark: Instant,
+    /// When the next bookmark is due (`None`: no more before the timeout).
+    next_bookmark: Option<Instant>,
+    /// The resourceVersion of the latest event queued (or where the watch started).
+    event_rv: u64,
     id: u64,
     done: bool,
 }
@@ -94,15 +102,32 @@ impl WatchStream {
             changed,
             deadline: now + timeout,
             bookmarks: query.flag("allowWatchBookmarks"),
-            next_bookmark: now + interval,
+            next_bookmark: None,
+            event_rv: start.from_rv,
             id,
             done: false,
         };
+        w.next_bookmark = w.bookmark_after(now, interval);
         let delay = w.delay();
         for e in start.events {
-            w.pending.push_back((now + delay, line(&e.to_json()), e.rv));
+            w.queue(now + delay, &e);
         }
         w
+    }
+
+    /// The real cacher's `nextBookmarkTime`: the earlier of `now + interval` and 2 s before the
+    /// deadline, `None` when that is already past.
+    fn bookmark_after(&self, now: Instant, interval: Duration) -> Option<Instant> {
+        let pre_timeout = self.deadline.checked_sub(PRE_TIMEOUT_BOOKMARK).unwrap_or(now);
+        let at = (now + interval).min(pre_timeout);
+        (at >= now).then_some(at)
+    }
+
+    fn queue(&mut self, due: Instant, e: &WatchEvent) {
+        if e.kind != EventKind::Bookmark {
+            self.event_rv = self.event_rv.max(e.rv);
+        }
+        self.pending.push_back((due, line(&e.to_json()), e.rv));
     }
 
     fn delay(&self) -> Duration {
@@ -126,8 +151,8 @@ impl WatchStream {
         });
         let events: Vec<WatchEvent> = events?;
         let due = Instant::now() + self.delay();
-        for e in events {
-            self.pending.push_back((due, line(&e.to_json()), e.rv));
+        for e in &events {
+            self.queue(due, e);
         }
         self.after_rv = rv.max(self.after_rv);
         Ok(())
@@ -161,7 +186,6 @@ impl WatchStream {
             if self.pending.front().is_some_and(|(due, _, _)| *due <= now) {
                 let (_, bytes, rv) = self.pending.pop_front().expect("checked");
                 self.api.watcher_sent(self.id, rv);
-                self.next_bookmark = now + self.api.inner.bookmark_interval;
                 return Some(Ok(Frame::data(bytes)));
             }
             if let Err(e) = self.pull() {
@@ -172,14 +196,18 @@ impl WatchStream {
                 continue;
             }
             let due = self.pending.front().map(|(d, _, _)| *d);
-            let bookmark_at = self.bookmarks.then_some(self.next_bookmark);
+            let bookmark_at = self.next_bookmark.filter(|_| self.bookmarks);
             tokio::select! {
                 changed = self.changed.changed() => if changed.is_err() { self.done = true },
                 () = tokio::time::sleep_until(self.deadline) => self.done = true,
                 () = sleep_opt(due) => {}
                 () = sleep_opt(bookmark_at) => {
-                    let b = WatchEvent::bookmark(&self.ty, self.after_rv, false);
-                    self.pending.push_back((Instant::now(), line(&b.to_json()), b.rv));
+                    let now = Instant::now();
+                    if self.after_rv > self.event_rv {
+                        let b = WatchEvent::bookmark(&self.ty, self.after_rv, false);
+                        self.queue(now, &b);
+                    }
+                    self.next_bookmark = self.bookmark_after(now + Duration::from_millis(1), self.api.inner.bookmark_interval);
                 }
             }
         }

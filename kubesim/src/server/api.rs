@@ -46,8 +46,9 @@ impl ApiServerBuilder {
         self
     }
 
-    /// How often an idle watch with `allowWatchBookmarks=true` gets a BOOKMARK (default 60 s, as
-    /// the real server's watch cache; fake time in a simulation).
+    /// How often a watch with `allowWatchBookmarks=true` gets a BOOKMARK when the store moved
+    /// (default 60 s, as the real server's watch cache, which also sends one 2 s before the
+    /// watch's timeout; fake time in a simulation).
     pub fn bookmark_interval(mut self, every: Duration) -> Self {
         self.bookmark_interval = every;
         self

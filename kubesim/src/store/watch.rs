@@ -60,13 +60,13 @@ impl Store {
                 Some(rv) => parse_rv_bare(rv).map_err(|m| ApiError::new(500, "", m))?,
             };
             let events = self.watch_next(ty, ns, &filter, n)?;
-            return Ok(WatchStart { events, after_rv: n.max(self.rv), filter });
+            return Ok(WatchStart { events, after_rv: n.max(self.rv), from_rv: n, filter });
         }
         let mut events = self.initial_events(ty, ns, &filter);
         if opts.allow_bookmarks {
             events.push(WatchEvent::bookmark(ty, self.rv, true));
         }
-        Ok(WatchStart { events, after_rv: self.rv, filter })
+        Ok(WatchStart { events, after_rv: self.rv, from_rv: self.rv, filter })
     }
 
     fn initial_events(&self, ty: &ResourceType, ns: Option<&str>, filter: &WatchFilter) -> Vec<WatchEvent> {
