@@ -120,18 +120,26 @@ pub fn kubeconfig(server: &str, token: &str, ca: Option<&str>) -> String {
 /// # Errors
 /// The kubeconfig cannot be read or names no usable context, or the client cannot be built.
 pub async fn client(address: &str) -> Result<kube::Client, String> {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let config = if address.starts_with("http://") || address.starts_with("https://") {
-        let url = address.parse().map_err(|e| format!("{address} is not a URL: {e}"))?;
-        kube::Config::new(url)
-    } else {
-        let kubeconfig =
-            kube::config::Kubeconfig::read_from(address).map_err(|e| format!("reading kubeconfig {address}: {e}"))?;
-        kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
-            .await
-            .map_err(|e| format!("kubeconfig {address}: {e}"))?
-    };
+    let config = config(address).await?;
     kube::Client::try_from(config).map_err(|e| format!("building a client for {address}: {e}"))
+}
+
+/// The client configuration [`client`] builds for `address` (a URL or a kubeconfig path), for a
+/// scenario that needs another setting (kube-rs's default retries off, say).
+///
+/// # Errors
+/// One line: an unparsable URL, or a kubeconfig that cannot be read or used.
+pub async fn config(address: &str) -> Result<kube::Config, String> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    if address.starts_with("http://") || address.starts_with("https://") {
+        let url = address.parse().map_err(|e| format!("{address} is not a URL: {e}"))?;
+        return Ok(kube::Config::new(url));
+    }
+    let kubeconfig =
+        kube::config::Kubeconfig::read_from(address).map_err(|e| format!("reading kubeconfig {address}: {e}"))?;
+    kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
+        .await
+        .map_err(|e| format!("kubeconfig {address}: {e}"))
 }
 
 /// Whether the API server at `address` (see [`client`]) answers `GET /version` within `timeout`.

@@ -167,7 +167,7 @@ pub async fn continue_with_an_invalid_token_is_a_bad_request(ctx: &Ctx) -> Resul
     labelled(&k, "a", json!({})).await?;
     labelled(&k, "b", json!({})).await?;
     let base = k.core("configmaps", None);
-    let b64 = |s: &str| base64_std(s.as_bytes());
+    let b64 = |s: &str| base64_url(s.as_bytes());
     for (label, token) in [
         ("not base64", "garbage!".to_string()),
         ("base64 of garbage", "garbage".to_string()),
@@ -198,19 +198,8 @@ pub async fn continue_with_an_invalid_token_is_a_bad_request(ctx: &Ctx) -> Resul
 }
 
 /// URL-safe base64 without padding, as the real server's continue tokens (for hand-made ones).
-fn base64_std(bytes: &[u8]) -> String {
-    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(A[(n >> (18 - 6 * i)) as usize & 63] as char);
-            }
-        }
-    }
-    out
+fn base64_url(bytes: &[u8]) -> String {
+    kubesim::meta::base64::encode(bytes).trim_end_matches('=').replace('+', "-").replace('/', "_")
 }
 
 pub async fn resource_version_zero_not_older_than_and_exact(ctx: &Ctx) -> Result<(), String> {
@@ -283,15 +272,7 @@ pub async fn list_at_a_future_resource_version_times_out(ctx: &Ctx) -> Result<()
 /// A client as [`fidelity::kube::client`] makes, without kube-rs's default retries of 429, 503
 /// and 504.
 async fn client_without_retries(address: &str) -> Result<kube::Client, String> {
-    let mut config = if address.starts_with("http://") || address.starts_with("https://") {
-        kube::Config::new(address.parse().map_err(|e| format!("{address} is not a URL: {e}"))?)
-    } else {
-        let kubeconfig =
-            kube::config::Kubeconfig::read_from(address).map_err(|e| format!("reading kubeconfig {address}: {e}"))?;
-        kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
-            .await
-            .map_err(|e| format!("kubeconfig {address}: {e}"))?
-    };
+    let mut config = fidelity::kube::config(address).await?;
     config.default_retry = false;
     kube::Client::try_from(config).map_err(|e| format!("building a client for {address}: {e}"))
 }

@@ -356,6 +356,9 @@ pub async fn timeout_seconds_ends_the_stream(ctx: &Ctx) -> Result<(), String> {
     k.note("ended within 1.8 s", (started.elapsed() < Duration::from_millis(1800)).to_string());
     let r = read(&k, &format!("{base}?resourceVersion=0&timeoutSeconds=1"), 5, WITHIN).await?;
     k.note("from 0, 1 s", shown(&k, &r, &last));
+    let future = last.parse::<u64>().map_err(|e| format!("rv: {e}"))? + 1_000_000;
+    let r = read(&k, &format!("{base}?resourceVersion={future}&timeoutSeconds=1"), 5, WITHIN).await?;
+    k.note("from a future revision, 1 s", shown(&k, &r, &last));
     let r = read(&k, &format!("{base}?timeoutSeconds=x"), 5, WITHIN).await?;
     k.note("an unparsable timeout", shown(&k, &r, &last));
     Ok(())
