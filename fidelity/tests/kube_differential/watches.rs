@@ -274,6 +274,10 @@ pub async fn bookmarks_come_before_the_timeout(ctx: &Ctx) -> Result<(), String> 
     let (r, last) = (r?, last?);
     // The real cacher may send a second one (its one-second buckets), so only the first counts.
     k.note("the first event of a 3 s watch", shown(&k, &r, &last));
+    let path =
+        format!("{}?resourceVersion={start}&allowWatchBookmarks=true&timeoutSeconds=1", k.core("configmaps", None));
+    let short = read(&k, &path, 2, WITHIN).await?;
+    k.note("a 1 s watch (its bookmark time is already past)", shown(&k, &short, &last));
     let shape = r.events.first().map(|e| {
         let mut e = e.clone();
         e["object"]["metadata"]["resourceVersion"] = json!("RV");

@@ -3,7 +3,7 @@
 //! (410 ERROR event, cut, silence, delayed delivery); `timeoutSeconds` ends it cleanly. Watches
 //! with `allowWatchBookmarks` get a BOOKMARK at the earlier of each bookmark interval and 2 s
 //! before their timeout (none when that is already past), as the real watch cache's
-//! `nextBookmarkTime`, and only when the store moved past the watcher's latest event.
+//! `nextBookmarkTime`, and only when the store moved past the watch's start.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -18,7 +18,7 @@ use crate::introspect::Watcher;
 use crate::resource::ResourceType;
 use crate::server::api::ApiServer;
 use crate::status::ApiError;
-use crate::store::{EventKind, WatchEvent, WatchFilter, WatchStart};
+use crate::store::{WatchEvent, WatchFilter, WatchStart};
 
 /// The real server's default when `timeoutSeconds` is not given (its `--min-request-timeout`).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
@@ -43,8 +43,9 @@ pub struct WatchStream {
     bookmarks: bool,
     /// When the next bookmark is due (`None`: no more before the timeout).
     next_bookmark: Option<Instant>,
-    /// The resourceVersion of the latest event queued (or where the watch started).
-    event_rv: u64,
+    /// Where the watch started: the real cacher sends a watcher only events, bookmarks included,
+    /// newer than that (so a bookmark may repeat the latest event's resourceVersion).
+    from_rv: u64,
     id: u64,
     done: bool,
 }
@@ -103,7 +104,7 @@ impl WatchStream {
             deadline: now + timeout,
             bookmarks: query.flag("allowWatchBookmarks"),
             next_bookmark: None,
-            event_rv: start.from_rv,
+            from_rv: start.from_rv,
             id,
             done: false,
         };
@@ -124,9 +125,6 @@ impl WatchStream {
     }
 
     fn queue(&mut self, due: Instant, e: &WatchEvent) {
-        if e.kind != EventKind::Bookmark {
-            self.event_rv = self.event_rv.max(e.rv);
-        }
         self.pending.push_back((due, line(&e.to_json()), e.rv));
     }
 
@@ -203,7 +201,7 @@ impl WatchStream {
                 () = sleep_opt(due) => {}
                 () = sleep_opt(bookmark_at) => {
                     let now = Instant::now();
-                    if self.after_rv > self.event_rv {
+                    if self.after_rv > self.from_rv {
                         let b = WatchEvent::bookmark(&self.ty, self.after_rv, false);
                         self.queue(now, &b);
                     }

@@ -161,7 +161,7 @@ pub struct WatchStart {
     pub after_rv: u64,
     /// The resourceVersion the watcher is at before its first event (the requested one, or the
     /// current one for a watch starting with the current state): a bookmark is only sent once
-    /// the store has moved past the watcher's latest event.
+    /// the store has moved past it.
     pub from_rv: u64,
     /// The watch's selectors.
     pub filter: WatchFilter,
