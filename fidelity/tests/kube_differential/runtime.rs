@@ -231,6 +231,9 @@ pub async fn kube_rs_watcher_with_streaming_lists(ctx: &Ctx) -> Result<(), Strin
     for n in ["a", "b"] {
         api.create(&PostParams::default(), &cm(n, &[("v", "1")])).await.map_err(|e| error(&e))?;
     }
+    // The real server streams the initial events from its watch cache, which may not have seen
+    // the last create yet (it then comes as an Apply after InitDone): let the cache catch up.
+    tokio::time::sleep(Duration::from_millis(300)).await;
     let config = watcher::Config::default().streaming_lists();
     let events = watch_events(api.clone(), config, changes(&api), 7, Duration::from_secs(10)).await;
     for (i, e) in events.iter().enumerate() {

@@ -50,6 +50,14 @@ pub struct Kube<'a> {
     pub ns: String,
 }
 
+/// What a watch read: the events as sent; `refused` (the status line) when the server answered
+/// with an error instead of a stream; `ended` when it closed the stream.
+pub struct WatchRead {
+    pub refused: Option<String>,
+    pub events: Vec<Value>,
+    pub ended: bool,
+}
+
 /// One answer: status code and JSON body (`Value::Null` when empty or not JSON).
 pub struct Answer {
     pub code: u16,
@@ -189,6 +197,26 @@ impl<'a> Kube<'a> {
     /// `within` passed: each as `TYPE name rv#k` (`BOOKMARK rv#k initial-events-end` for the end
     /// bookmark, `ERROR 410 Expired: …` for an error event), then `end` if the server closed it.
     pub async fn watch(&self, path: &str, count: usize, within: Duration) -> Result<Vec<String>, String> {
+        let r = self.watch_raw(path, within, |events| events.len() >= count).await?;
+        if let Some(refused) = r.refused {
+            return Ok(vec![refused]);
+        }
+        let mut shown: Vec<String> = r.events.iter().map(|e| self.event(e)).collect();
+        if r.ended {
+            shown.push("end".into());
+        }
+        Ok(shown)
+    }
+
+    /// Opens a watch on `path` (`watch=1` added) and reads until `done(events so far)` holds,
+    /// `within` passed, or the server ended the stream; the events as sent (for what
+    /// [`Kube::watch`] does not show: bookmark shapes, the objects of DELETED events).
+    pub async fn watch_raw(
+        &self,
+        path: &str,
+        within: Duration,
+        done: impl Fn(&[Value]) -> bool,
+    ) -> Result<WatchRead, String> {
         let sep = if path.contains('?') { '&' } else { '?' };
         let path = format!("{path}{sep}watch=1");
         let req = http::Request::builder()
@@ -202,33 +230,29 @@ impl<'a> Kube<'a> {
         if code != 200 {
             let bytes = resp.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
             let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-            return Ok(vec![status_line(code, &body)]);
+            return Ok(WatchRead { refused: Some(status_line(code, &body)), events: Vec::new(), ended: true });
         }
         let mut body = resp.into_body().into_data_stream();
-        let mut buf = Vec::new();
-        let mut events = Vec::new();
+        let (mut buf, mut events, mut ended) = (Vec::new(), Vec::new(), false);
         let deadline = tokio::time::Instant::now() + within;
-        while events.len() < count {
-            let chunk = match tokio::time::timeout_at(deadline, body.next()).await {
+        while !done(&events) {
+            match tokio::time::timeout_at(deadline, body.next()).await {
                 Err(_) => break,
                 Ok(None) => {
-                    events.push("end".to_string());
+                    ended = true;
                     break;
                 }
-                Ok(Some(Err(e))) => {
-                    events.push(format!("error reading: {e}"));
-                    break;
-                }
-                Ok(Some(Ok(c))) => c,
-            };
-            buf.extend_from_slice(&chunk);
+                Ok(Some(Err(e))) => return Err(format!("reading {path}: {e}")),
+                Ok(Some(Ok(chunk))) => buf.extend_from_slice(&chunk),
+            }
             while let Some(i) = buf.iter().position(|b| *b == b'\n') {
                 let line: Vec<u8> = buf.drain(..=i).collect();
-                let Ok(event) = serde_json::from_slice::<Value>(&line) else { continue };
-                events.push(self.event(&event));
+                if let Ok(event) = serde_json::from_slice::<Value>(&line) {
+                    events.push(event);
+                }
             }
         }
-        Ok(events)
+        Ok(WatchRead { refused: None, events, ended })
     }
 
     /// One watch event, as [`Kube::watch`] shows it.
