@@ -41,6 +41,10 @@ pub async fn create_get_update_delete_a_config_map(ctx: &Ctx) -> Result<(), Stri
     k.note("delete", k.answer(&a));
     let a = k.send("GET", &k.core("configmaps", Some("settings")), None).await?;
     k.note("get after delete", k.answer(&a));
+    // Nothing but a name (empty maps are `omitempty`): no field to own, no managedFields entry.
+    let empty = json!({"metadata": {"name": "empty", "labels": {}, "annotations": {}}, "data": {}});
+    let a = k.send("POST", &k.core("configmaps", None), Some(empty)).await?;
+    k.note("create an empty config map", k.answer(&a));
     Ok(())
 }
 

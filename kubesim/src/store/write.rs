@@ -62,11 +62,12 @@ fn crd_status(crd: &mut Value, now: &str) {
 }
 
 impl Store {
-    /// The single hook where managedFields of creates and PUTs are recorded (work package B's
-    /// `crate::patch::record_update(old, new, manager, "Update", now)` with manager
-    /// `w.field_manager.unwrap_or(w.actor)`, wired by the lead; a no-op until then). Patches get
-    /// theirs from `apply_patch`.
+    /// The single hook where managedFields of creates and PUTs are recorded, as manager
+    /// `w.field_manager.unwrap_or(w.actor)`; patches get theirs from `apply_patch`. Empty maps
+    /// the store drops (`omitempty`: labels, data, …) are dropped first, so that they own no
+    /// field: an object with nothing but its name gets no managedFields entry (measured).
     fn record_manager(&self, old: Option<&Value>, new: &mut Value, w: &WriteCtx<'_>, sub: Subresource) {
+        meta::drop_empty(new);
         let manager = w.field_manager.unwrap_or(w.actor);
         let subresource = (sub == Subresource::Status).then_some("status");
         crate::patch::record_update_to(old, new, manager, "Update", &meta::rfc3339(w.now), subresource);
