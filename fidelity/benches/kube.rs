@@ -100,7 +100,8 @@ fn write_watch_loop(name: &str, address: &str, count: usize) -> f64 {
         let ns = format!("bench-loop-{}-{}", std::process::id(), Instant::now().elapsed().as_nanos() % 100_000);
         namespace(&client, &ns).await;
         let api: Api<ConfigMap> = Api::namespaced(client, &ns);
-        let rv = api.list_metadata(&Default::default()).await.expect("list").metadata.resource_version.unwrap_or_default();
+        let rv =
+            api.list_metadata(&Default::default()).await.expect("list").metadata.resource_version.unwrap_or_default();
         let mut events = api.watch(&WatchParams::default().timeout(290), &rv).await.expect("watch").boxed();
         let t = Instant::now();
         for i in 0..count {

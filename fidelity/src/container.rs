@@ -153,7 +153,10 @@ mod k3s {
 
     impl std::fmt::Debug for RunningK3s {
         fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.debug_struct("RunningK3s").field("id", &self.container.id()).field("kubeconfig", &self.kubeconfig).finish()
+            f.debug_struct("RunningK3s")
+                .field("id", &self.container.id())
+                .field("kubeconfig", &self.kubeconfig)
+                .finish()
         }
     }
 
@@ -166,8 +169,11 @@ mod k3s {
             if let Err(why) = super::docker_answers() {
                 return Ok(Attempt::Unavailable(why));
             }
-            let start_error =
-                |e: &dyn std::fmt::Display| Error::Start { provider: "container", reason: format!("k3s: {e}"), logs: None };
+            let start_error = |e: &dyn std::fmt::Display| Error::Start {
+                provider: "container",
+                reason: format!("k3s: {e}"),
+                logs: None,
+            };
             let conf = crate::kafka::work_dir().join(format!("k3s-{}", std::process::id()));
             std::fs::create_dir_all(&conf).map_err(|e| start_error(&e))?;
             let image = K3s::default().with_conf_mount(&conf);

@@ -575,7 +575,8 @@ pub fn prepare_update(
             None => meta.remove(k),
         };
     }
-    if ty.tracks_generation && (spec_changed(ty, old, &new) || deployment_annotations_changed(ty, old, &new, endpoint)) {
+    if ty.tracks_generation && (spec_changed(ty, old, &new) || deployment_annotations_changed(ty, old, &new, endpoint))
+    {
         let g = old["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
         meta_mut(&mut new).insert("generation".into(), json!(g));
     }
@@ -606,8 +607,8 @@ pub fn is_noop(old: &Value, new: &Value) -> bool {
 /// no grace period pending (`deletionGracePeriodSeconds` missing or 0). A Namespace also waits
 /// for its `spec.finalizers` (the namespace controller's), so updating a terminating one keeps it.
 pub fn should_delete(obj: &Value) -> bool {
-    let namespace_finalizers = obj["kind"] == "Namespace"
-        && obj["spec"]["finalizers"].as_array().is_some_and(|f| !f.is_empty());
+    let namespace_finalizers =
+        obj["kind"] == "Namespace" && obj["spec"]["finalizers"].as_array().is_some_and(|f| !f.is_empty());
     is_deleting(obj)
         && !namespace_finalizers
         && finalizers_of(obj).is_empty()

@@ -125,7 +125,8 @@ pub async fn delete_preconditions_on_uid_and_resource_version(ctx: &Ctx) -> Resu
     let wrong_rv = json!({"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"resourceVersion": "1"}});
     let a = k.send("DELETE", &k.core("configmaps", Some("p")), Some(wrong_rv)).await?;
     k.note("delete with an old resourceVersion", k.answer(&a).replace(&format!("({rv})"), "(RV)"));
-    let right = json!({"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": uid, "resourceVersion": rv}});
+    let right =
+        json!({"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": uid, "resourceVersion": rv}});
     let a = k.send("DELETE", &k.core("configmaps", Some("p")), Some(right)).await?;
     k.note("delete with both right", a.summary());
     Ok(())
@@ -169,7 +170,10 @@ pub async fn a_service_gets_a_cluster_ip_and_defaults(ctx: &Ctx) -> Result<(), S
     let ip = body["spec"]["clusterIP"].as_str().unwrap_or_default().to_string();
     let octets: Vec<u8> = ip.split('.').filter_map(|o| o.parse().ok()).collect();
     let in_range = octets.len() == 4 && octets[0] == 10 && (96..112).contains(&octets[1]);
-    k.note("cluster IP", format!("in 10.96.0.0/12: {in_range}, clusterIPs the same: {}", body["spec"]["clusterIPs"] == json!([ip])));
+    k.note(
+        "cluster IP",
+        format!("in 10.96.0.0/12: {in_range}, clusterIPs the same: {}", body["spec"]["clusterIPs"] == json!([ip])),
+    );
     body["spec"]["clusterIP"] = json!("IP");
     body["spec"]["clusterIPs"] = json!(["IP"]);
     k.note("create", format!("{} {}", a.code, k.object(&body)));
@@ -183,12 +187,16 @@ pub async fn a_service_gets_a_cluster_ip_and_defaults(ctx: &Ctx) -> Result<(), S
     again["metadata"]["name"] = json!("fixed-again");
     let a = k.send("POST", &k.core("services", None), Some(again)).await?;
     k.note("the same cluster IP again", a.summary().replace(&chosen, "CHOSEN"));
-    let outside = json!({"metadata": {"name": "outside"}, "spec": {"clusterIP": "192.168.0.1", "ports": [{"port": 80}]}});
+    let outside =
+        json!({"metadata": {"name": "outside"}, "spec": {"clusterIP": "192.168.0.1", "ports": [{"port": 80}]}});
     let a = k.send("POST", &k.core("services", None), Some(outside)).await?;
     k.note("a cluster IP outside the range", a.summary());
     let headless = json!({"metadata": {"name": "headless"}, "spec": {"clusterIP": "None", "ports": [{"port": 80}]}});
     let a = k.send("POST", &k.core("services", None), Some(headless)).await?;
-    k.note("a headless service", format!("{} {} {}", a.code, a.body["spec"]["clusterIP"], a.body["spec"]["clusterIPs"]));
+    k.note(
+        "a headless service",
+        format!("{} {} {}", a.code, a.body["spec"]["clusterIP"], a.body["spec"]["clusterIPs"]),
+    );
     Ok(())
 }
 
@@ -200,7 +208,8 @@ pub async fn a_pod_is_defaulted_as_the_real_server_does(ctx: &Ctx) -> Result<(),
     for part in ["spec", "status"] {
         k.note(part, k.object(&a.body[part]));
     }
-    let latest = json!({"metadata": {"name": "q"}, "spec": {"containers": [{"name": "app", "image": "busybox:latest"}]}});
+    let latest =
+        json!({"metadata": {"name": "q"}, "spec": {"containers": [{"name": "app", "image": "busybox:latest"}]}});
     let a = k.send("POST", &k.core("pods", None), Some(latest)).await?;
     k.note("imagePullPolicy for :latest", a.body["spec"]["containers"][0]["imagePullPolicy"].to_string());
     let none = json!({"metadata": {"name": "r"}, "spec": {"containers": []}});
@@ -228,7 +237,8 @@ pub async fn a_deployment_is_defaulted_as_the_real_server_does(ctx: &Ctx) -> Res
 
 pub async fn secret_string_data_is_merged_into_data(ctx: &Ctx) -> Result<(), String> {
     let k = Kube::new(ctx).await?;
-    let secret = json!({"metadata": {"name": "s"}, "data": {"a": "b2xk", "b": "Yg=="}, "stringData": {"a": "new", "c": "see"}});
+    let secret =
+        json!({"metadata": {"name": "s"}, "data": {"a": "b2xk", "b": "Yg=="}, "stringData": {"a": "new", "c": "see"}});
     let a = k.send("POST", &k.core("secrets", None), Some(secret)).await?;
     k.note("create", k.answer(&a));
     let bad = json!({"metadata": {"name": "t"}, "data": {"a": "not base64!"}});
@@ -265,7 +275,9 @@ pub async fn dry_run_create_update_and_delete_store_nothing(ctx: &Ctx) -> Result
     k.note("dry-run delete", k.answer(&a));
     let a = k.send("GET", &k.core("configmaps", Some("real")), None).await?;
     k.note("get after both", k.answer(&a));
-    let a = k.send("POST", &format!("{}?dryRun=Some", k.core("configmaps", None)), Some(config_map("x", json!({})))).await?;
+    let a = k
+        .send("POST", &format!("{}?dryRun=Some", k.core("configmaps", None)), Some(config_map("x", json!({}))))
+        .await?;
     k.note("an unknown dryRun value", a.summary());
     Ok(())
 }

@@ -80,7 +80,9 @@ pub async fn kube_rs_api_create_get_list_delete(ctx: &Ctx) -> Result<(), String>
     k.note("list", names.join(","));
     let deleted = api.delete("b", &DeleteParams::default()).await.map_err(|e| error(&e))?;
     let status = |s: kube::core::Status| {
-        let d = s.details.map(|d| format!("name={} group={:?} kind={} uid={}", d.name, d.group, d.kind, k.ctx.alias("uid", &d.uid)));
+        let d = s
+            .details
+            .map(|d| format!("name={} group={:?} kind={} uid={}", d.name, d.group, d.kind, k.ctx.alias("uid", &d.uid)));
         format!("status {:?} code {} details {}", s.status, s.code, d.unwrap_or_else(|| "-".into()))
     };
     k.note("delete b", deleted.map_left(|c| format!("object {}", c.name_any())).map_right(status).into_inner());
@@ -127,7 +129,12 @@ pub async fn kube_rs_list_pages_with_limit_and_continue(ctx: &Ctx) -> Result<(),
         let token = list.metadata.continue_.clone().filter(|t| !t.is_empty());
         k.note(
             format!("page {page}"),
-            format!("[{}] remaining={:?} continue={}", names.join(","), list.metadata.remaining_item_count, token.is_some()),
+            format!(
+                "[{}] remaining={:?} continue={}",
+                names.join(","),
+                list.metadata.remaining_item_count,
+                token.is_some()
+            ),
         );
         match token {
             Some(t) => params = params.continue_token(&t),
@@ -146,8 +153,10 @@ pub async fn kube_rs_server_side_apply_through_patch_params(ctx: &Ctx) -> Result
     let other = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "applied"}, "data": {"a": "2"}});
     let conflict = api.patch("applied", &PatchParams::apply("beta"), &Patch::Apply(&other)).await;
     k.note("apply a conflicting value as beta", conflict.err().map(|e| error(&e)).unwrap_or_default());
-    let forced =
-        api.patch("applied", &PatchParams::apply("beta").force(), &Patch::Apply(&other)).await.map_err(|e| error(&e))?;
+    let forced = api
+        .patch("applied", &PatchParams::apply("beta").force(), &Patch::Apply(&other))
+        .await
+        .map_err(|e| error(&e))?;
     k.note("force as beta", format!("{} managers {}", data(&forced), managers(&forced)));
     let merged = api
         .patch("applied", &PatchParams::default(), &Patch::Merge(json!({"data": {"b": "x"}})))

@@ -131,7 +131,8 @@ impl<'a> Kube<'a> {
             .header("accept", "application/json")
             .body(body.unwrap_or_default().into_bytes())
             .map_err(|e| format!("building {method} {path}: {e}"))?;
-        let resp = self.client.send(req.map(kube::client::Body::from)).await.map_err(|e| format!("{method} {path}: {e}"))?;
+        let resp =
+            self.client.send(req.map(kube::client::Body::from)).await.map_err(|e| format!("{method} {path}: {e}"))?;
         let code = resp.status().as_u16();
         let bytes = resp.into_body().collect().await.map_err(|e| format!("{method} {path}: reading: {e}"))?.to_bytes();
         let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
@@ -305,7 +306,11 @@ async fn etcd_compact(etcd: &str, revision: u64) -> Result<(), String> {
     s.write_all(req.as_bytes()).await.map_err(|e| e.to_string())?;
     let mut out = String::new();
     s.read_to_string(&mut out).await.map_err(|e| e.to_string())?;
-    if out.starts_with("HTTP/1.1 200") { Ok(()) } else { Err(format!("etcd compaction: {}", out.lines().next().unwrap_or("")) ) }
+    if out.starts_with("HTTP/1.1 200") {
+        Ok(())
+    } else {
+        Err(format!("etcd compaction: {}", out.lines().next().unwrap_or("")))
+    }
 }
 
 /// `text` with every `prefix` followed by a generated 5-character suffix (generateName) written
@@ -464,9 +469,11 @@ impl Kube<'_> {
         }
         for _ in 0..100 {
             let a = self.send("GET", &format!("{path}/{name}"), None).await?;
-            let established = a.body.pointer("/status/conditions").and_then(Value::as_array).is_some_and(|cs| {
-                cs.iter().any(|c| c["type"] == "Established" && c["status"] == "True")
-            });
+            let established = a
+                .body
+                .pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Established" && c["status"] == "True"));
             if established {
                 // Discovery and the CR endpoint follow a moment later on the real server.
                 for _ in 0..50 {
@@ -515,7 +522,9 @@ impl Kube<'_> {
     /// there`.
     pub async fn crd_gone(&self, name: &str) -> Result<String, String> {
         for _ in 0..100 {
-            let a = self.send("GET", &format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"), None).await?;
+            let a = self
+                .send("GET", &format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"), None)
+                .await?;
             if a.code == 404 {
                 return Ok("gone".into());
             }

@@ -53,7 +53,10 @@ fn error_response(e: &ApiError) -> Response<Body> {
 }
 
 fn not_found_path() -> ApiError {
-    ApiError { details: json!({}), ..ApiError::new(404, "NotFound", "the server could not find the requested resource") }
+    ApiError {
+        details: json!({}),
+        ..ApiError::new(404, "NotFound", "the server could not find the requested resource")
+    }
 }
 
 /// The real server's answer for a path under a group it does not serve: no API handler takes
@@ -269,7 +272,11 @@ where
             })
         }
         ApiVerb::DeleteCollection if !ty.deletecollection() => {
-            let mut e = ApiError::new(405, "MethodNotAllowed", "the server does not allow this method on the requested resource");
+            let mut e = ApiError::new(
+                405,
+                "MethodNotAllowed",
+                "the server does not allow this method on the requested resource",
+            );
             e.details = serde_json::json!({});
             Err(e)
         }

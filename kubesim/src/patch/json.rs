@@ -28,9 +28,8 @@ pub const REJECTED: &str = "the server rejected our request due to an error in o
 pub fn json(target: &Value, patch: &Value) -> Result<Value, ApiError> {
     // An array of objects that are not all operations (an unknown `op`, a missing `path`) fails
     // when applied on the real server: the generic 422, as for a failed `test`.
-    let ops: json_patch::Patch = serde_json::from_value(patch.clone()).map_err(|e| {
-        if patch.is_array() { rejected() } else { ApiError::bad_request(e.to_string()) }
-    })?;
+    let ops: json_patch::Patch = serde_json::from_value(patch.clone())
+        .map_err(|e| if patch.is_array() { rejected() } else { ApiError::bad_request(e.to_string()) })?;
     let mut out = target.clone();
     for op in &ops.0 {
         if let json_patch::PatchOperation::Test(t) = op

@@ -311,7 +311,13 @@ fn a_bound_pod_waits_its_grace_period() {
     assert_eq!(m["metadata"]["generation"], 2);
     let now = DeleteOptions { grace_period_seconds: Some(0), ..Default::default() };
     assert!(matches!(h.delete("", "pods", Some("default"), "p", now).unwrap(), Deleted::Gone(_)));
-    h.create("", "pods", Some("default"), json!({"metadata": {"name": "q"}, "spec": {"containers": [{"name": "c", "image": "i"}]}})).unwrap();
+    h.create(
+        "",
+        "pods",
+        Some("default"),
+        json!({"metadata": {"name": "q"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}),
+    )
+    .unwrap();
     assert!(matches!(h.delete("", "pods", Some("default"), "q", DeleteOptions::default()).unwrap(), Deleted::Gone(_)));
 }
 

@@ -251,8 +251,14 @@ fn a_pod_bound_later_enters_a_node_watch() {
     let o = WatchOptions { field_selector: Some("spec.nodeName=n1".into()), ..Default::default() };
     let start = h.s.watch_start(&pods, None, &o).unwrap();
     assert!(start.events.is_empty());
-    let pod =
-        h.create("", "pods", Some("default"), json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}})).unwrap();
+    let pod = h
+        .create(
+            "",
+            "pods",
+            Some("default"),
+            json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}),
+        )
+        .unwrap();
     let mut bound = pod.clone();
     bound["spec"]["nodeName"] = json!("n1");
     h.update("", "pods", bound, Subresource::Main).unwrap();
