@@ -15,7 +15,7 @@
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
-use fidelity::counterpart::{Attempt, Counterpart, Provider};
+use fidelity::counterpart::Counterpart;
 use kafkasim::kafka_protocol::messages::ApiVersionsRequest;
 use kafkasim::kafka_protocol::protocol::StrBytes;
 use kafkasim::{Broker, Client};
@@ -26,17 +26,10 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{Offset, TopicPartitionList};
 
+mod support;
+
 const PARTITIONS: i32 = 3;
 const RECORD_BYTES: usize = 100;
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
-}
-
-fn summary(runs: &mut [Duration]) -> (Duration, Duration, Duration) {
-    runs.sort();
-    (percentile(runs, 0.5), percentile(runs, 0.9), runs[0])
-}
 
 /// kafkasim's start-to-ready, `n` times; the median.
 fn kafkasim_start_to_ready(n: usize) -> Duration {
@@ -56,37 +49,14 @@ fn kafkasim_start_to_ready(n: usize) -> Duration {
         conn.read_exact(&mut body).expect("read");
         runs.push(t.elapsed());
     }
-    let (median, p90, min) = summary(&mut runs);
-    println!(
-        "start-to-ready  kafkasim (ApiVersions answered)            n={n:<4} median {median:>9.1?}  p90 {p90:>9.1?}  min {min:>9.1?}"
-    );
-    median
+    support::report_ready("kafkasim (ApiVersions answered)", &mut runs)
 }
 
 /// The local KRaft broker's start-to-ready, `n` times: the median, and the last broker (kept
 /// running for the throughput runs) — or why there is none.
 fn real_start_to_ready(n: usize) -> Result<(Duration, Box<dyn Counterpart>), String> {
-    let local = fidelity::kafka::local();
-    let mut runs = Vec::new();
-    let mut last = None;
-    for _ in 0..n {
-        drop(last.take());
-        let t = Instant::now();
-        match local.start() {
-            Ok(Attempt::Ready(c)) => {
-                runs.push(t.elapsed());
-                last = Some(c);
-            }
-            Ok(Attempt::Unavailable(why)) => return Err(why),
-            Err(e) => return Err(e.to_string()),
-        }
-    }
-    let (median, p90, min) = summary(&mut runs);
-    println!(
-        "start-to-ready  Apache Kafka {} (local KRaft process)     n={n:<4} median {median:>9.1?}  p90 {p90:>9.1?}  min {min:>9.1?}",
-        fidelity::kafka::version()
-    );
-    Ok((median, last.expect("n >= 1 runs")))
+    let what = format!("Apache Kafka {} (local KRaft process)", fidelity::kafka::version());
+    support::time_starts(&fidelity::kafka::local(), &what, n)
 }
 
 /// Creates the topic through rdkafka's admin client (the same code on both sides).

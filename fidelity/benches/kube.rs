@@ -18,7 +18,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use fidelity::counterpart::{Attempt, Counterpart, Provider};
+use fidelity::counterpart::Counterpart;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
@@ -27,19 +27,10 @@ use kube::runtime::{Controller, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
-}
+mod support;
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime")
-}
-
-fn report(what: &str, runs: &mut [Duration]) -> Duration {
-    runs.sort();
-    let (median, p90, min) = (percentile(runs, 0.5), percentile(runs, 0.9), runs[0]);
-    println!("start-to-ready  {what:<44} n={:<4} median {median:>9.1?}  p90 {p90:>9.1?}  min {min:>9.1?}", runs.len());
-    median
 }
 
 fn kubesim_start_to_ready(n: usize) -> Duration {
@@ -54,29 +45,13 @@ fn kubesim_start_to_ready(n: usize) -> Duration {
         });
         runs.push(t.elapsed());
     }
-    report("kubesim (GET /version answered)", &mut runs)
+    support::report_ready("kubesim (GET /version answered)", &mut runs)
 }
 
 /// The local process's start-to-ready, `n` times: the median and the last server (kept for
 /// the loops), or why there is none.
 fn real_start_to_ready(n: usize) -> Result<(Duration, Box<dyn Counterpart>), String> {
-    let local = fidelity::kube::local();
-    let mut runs = Vec::new();
-    let mut last = None;
-    for _ in 0..n {
-        drop(last.take());
-        let t = Instant::now();
-        match local.start() {
-            Ok(Attempt::Ready(c)) => {
-                runs.push(t.elapsed());
-                last = Some(c);
-            }
-            Ok(Attempt::Unavailable(why)) => return Err(why),
-            Err(e) => return Err(e.to_string()),
-        }
-    }
-    let median = report("kube-apiserver + etcd (local process, /readyz)", &mut runs);
-    Ok((median, last.expect("n >= 1 runs")))
+    support::time_starts(&fidelity::kube::local(), "kube-apiserver + etcd (local process, /readyz)", n)
 }
 
 async fn namespace(client: &Client, name: &str) {

@@ -37,26 +37,11 @@ libs="$cache_root/$version/libs"
 java_bin="${JAVA:-java}"
 start_timeout="${KAFKA_START_TIMEOUT:-120}"
 
-log() { echo "kafka-local: $*" >&2; }
-die() { log "$*"; exit 1; }
-
-usage() {
-  sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//' >&2
-  exit 2
-}
-
-cmd="${1:-}"
-[ -n "$cmd" ] || usage
-shift
-dir="${KAFKA_LOCAL_DIR:-$repo/target/fidelity/kafka-local}"
-watch_pid=""
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --dir) [ $# -ge 2 ] || usage; dir="$2"; shift 2 ;;
-    --watch-pid) [ $# -ge 2 ] || usage; watch_pid="$2"; shift 2 ;;
-    *) usage ;;
-  esac
-done
+log_prefix=kafka-local
+default_dir="${KAFKA_LOCAL_DIR:-$repo/target/fidelity/kafka-local}"
+# shellcheck source=local-common.sh
+. "$here/local-common.sh"
+parse_args "$@"
 
 fetch() {
   if [ -f "$libs/.complete" ]; then
@@ -107,25 +92,6 @@ POM
   mv "$libs.partial" "$libs"
   rm -rf "$work"
   log "cached $(find "$libs" -name '*.jar' | wc -l) jars in $libs"
-}
-
-port_in_use() {
-  (exec 2>/dev/null 3<>"/dev/tcp/127.0.0.1/$1")
-}
-
-# A port nothing listens on, below Linux's ephemeral range so that outgoing connections do not
-# take it meanwhile.
-free_port() {
-  local p tries=0
-  while [ $tries -lt 200 ]; do
-    p=$((20000 + RANDOM % 12000))
-    if ! port_in_use "$p"; then
-      echo "$p"
-      return 0
-    fi
-    tries=$((tries + 1))
-  done
-  die "no free port found in 20000-32000"
 }
 
 # Sends a Metadata v4 request (all topics) and checks that a response with the same correlation

@@ -45,26 +45,11 @@ bin="$cache_root/$version/bin"
 go_bin="${GO:-go}"
 start_timeout="${KUBE_START_TIMEOUT:-120}"
 
-log() { echo "kube-local: $*" >&2; }
-die() { log "$*"; exit 1; }
-
-usage() {
-  sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//' >&2
-  exit 2
-}
-
-cmd="${1:-}"
-[ -n "$cmd" ] || usage
-shift
-dir="${KUBE_LOCAL_DIR:-$repo/target/fidelity/kube-local}"
-watch_pid=""
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --dir) [ $# -ge 2 ] || usage; dir="$2"; shift 2 ;;
-    --watch-pid) [ $# -ge 2 ] || usage; watch_pid="$2"; shift 2 ;;
-    *) usage ;;
-  esac
-done
+log_prefix=kube-local
+default_dir="${KUBE_LOCAL_DIR:-$repo/target/fidelity/kube-local}"
+# shellcheck source=local-common.sh
+. "$here/local-common.sh"
+parse_args "$@"
 
 fetch() {
   if [ -f "$bin/.complete" ]; then
@@ -130,24 +115,6 @@ GO
   rm -rf "$bin"
   mv "$bin.partial" "$bin"
   log "cached kube-apiserver and etcd in $bin"
-}
-
-port_in_use() {
-  (exec 2>/dev/null 3<>"/dev/tcp/127.0.0.1/$1")
-}
-
-# A port nothing listens on, below Linux's ephemeral range.
-free_port() {
-  local p tries=0
-  while [ $tries -lt 200 ]; do
-    p=$((20000 + RANDOM % 12000))
-    if ! port_in_use "$p"; then
-      echo "$p"
-      return 0
-    fi
-    tries=$((tries + 1))
-  done
-  die "no free port found in 20000-32000"
 }
 
 # The pid in DIR/NAME.pid, if that process still runs the binary from the cache with this DIR.
