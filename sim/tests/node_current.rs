@@ -18,6 +18,9 @@ fn found() -> Option<(String, u64)> {
 
 async fn looks(node: NodeCtx, seen: Seen) -> Result<(), BoxError> {
     seen.lock().expect("seen").push(("entry".into(), found()));
+    node.set_ready();
+    // An entry point that lets go of its NodeCtx: its tasks still find their node.
+    drop(node);
     let s = Arc::clone(&seen);
     tokio::spawn(async move {
         s.lock().expect("seen").push(("child".into(), found()));
@@ -25,7 +28,6 @@ async fn looks(node: NodeCtx, seen: Seen) -> Result<(), BoxError> {
         tokio::spawn(async move { s2.lock().expect("seen").push(("grandchild".into(), found())) }).await.ok();
     })
     .await?;
-    node.set_ready();
     std::future::pending::<()>().await;
     Ok(())
 }

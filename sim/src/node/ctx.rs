@@ -10,8 +10,10 @@ use crate::net::Host;
 use crate::run::Ctx;
 use crate::runtime::Owner;
 
-/// The run's node incarnations by owner, for [`NodeCtx::current`]; weak, so that an ended
-/// incarnation's state is freed with its last handle.
+/// The run's node incarnations by owner, for [`NodeCtx::current`]. Weak (the run's `Ctx` must
+/// not own its nodes: that would be a cycle); the [`System`](crate::node::System) keeps each
+/// node's latest incarnation alive until the next one starts, so an entry point that drops its
+/// `NodeCtx` early does not make its tasks lose their node.
 #[derive(Default)]
 pub(super) struct Incarnations {
     by_owner: Mutex<std::collections::HashMap<Owner, std::sync::Weak<NodeInner>>>,

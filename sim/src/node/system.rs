@@ -39,6 +39,9 @@ pub(super) struct Instance {
     /// [`NodeCtx::shutdown_signal`], or [`NodeCtx::terminating`] saying so).
     observed_sigterm: Arc<std::sync::atomic::AtomicBool>,
     inflight: Arc<Mutex<InFlight>>,
+    /// The latest incarnation's context, kept so that [`NodeCtx::current`] finds it from its
+    /// tasks even after the entry point dropped its own (until the next incarnation starts).
+    node: Option<NodeCtx>,
 }
 
 pub(super) struct State {
@@ -153,6 +156,7 @@ impl System {
                     sigterm_at: None,
                     observed_sigterm: Arc::default(),
                     inflight: Arc::default(),
+                    node: None,
                 },
             );
         }
@@ -270,6 +274,7 @@ impl System {
                 inflight,
             }),
         };
+        st.instances.get_mut(name).expect("checked above").node = Some(node.clone());
         drop(st);
         self.ctx.extension::<super::ctx::Incarnations>().insert(owner, &node);
         self.ctx.record("node.start", name, format!("incarnation {incarnation} {version}"));
