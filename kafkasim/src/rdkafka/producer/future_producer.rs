@@ -179,6 +179,7 @@ impl<C: ClientContext> FutureProducer<C> {
     /// `(KafkaError::MessageProduction(QueueFull), record)` when `queue.buffering.max.messages`
     /// are waiting; `MessageSizeTooLarge` for a record over `message.max.bytes`; `Fatal` after a
     /// fatal error; `(KafkaError::Canceled, record)` when the background task is gone.
+    #[allow(clippy::result_large_err, reason = "rdkafka's signature")]
     pub fn send_result<'a, K: ToBytes + ?Sized, P: ToBytes + ?Sized>(
         &self,
         record: FutureRecord<'a, K, P>,
@@ -213,6 +214,7 @@ impl<C: ClientContext> FutureProducer<C> {
     /// Sends `record` and waits for its report (rdkafka's `send`). While the queue is full it
     /// retries every 100 ms for up to `queue_timeout` (as rdkafka does), then reports
     /// `QueueFull`.
+    #[allow(clippy::result_large_err, reason = "rdkafka's signature")]
     pub async fn send<K: ToBytes + ?Sized, P: ToBytes + ?Sized, T: Into<Timeout>>(
         &self,
         record: FutureRecord<'_, K, P>,
