@@ -38,8 +38,6 @@ where
         let (tx, body) = (Arc::clone(&tx), Arc::clone(&body));
         async move {
             node.set_ready();
-            // The entry keeps its NodeCtx: `NodeCtx::current()` finds the incarnation only while
-            // someone holds it.
             let result = body(node.clone()).await;
             if let Some(tx) = tx.lock().expect("tx").take() {
                 let _ = tx.send(result);
@@ -263,4 +261,21 @@ fn a_moved_leader_and_a_new_topic_are_found_through_metadata() {
 #[test]
 fn silence_times_out_and_missing_topics_fail_as_librdkafka_reports() {
     Simulation::new("rdk_errors").seeds(0..4).repeat(2).run(timeouts_and_unknown_topics).assert_passed();
+}
+
+/// In the run's body, which is no node's task, a client would dial real sockets: refused.
+async fn created_off_a_node_is_refused(_ctx: Ctx) -> Result<(), Failure> {
+    let created = ClientConfig::new().set("bootstrap.servers", "kafka-0:9092").create::<FutureProducer>();
+    match created {
+        Err(KafkaError::ClientCreation(why)) => {
+            check(why.contains("node's task"), format!("the reason names the node: {why}"))
+        }
+        Err(e) => Err(fail(format!("another error: {e}"))),
+        Ok(_) => Err(fail("a producer created on no node's task")),
+    }
+}
+
+#[test]
+fn a_producer_created_in_the_runs_body_is_refused() {
+    Simulation::new("rdk_off_node").seeds(0..1).run(created_off_a_node_is_refused).assert_passed();
 }

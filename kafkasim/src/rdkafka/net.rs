@@ -18,11 +18,19 @@ pub(crate) enum Dialer {
 }
 
 impl Dialer {
-    /// The current node's host, or real sockets outside a node.
-    pub(crate) fn current() -> Dialer {
-        match sim::node::NodeCtx::current() {
-            Some(node) => Dialer::Sim(node.host().clone()),
-            None => Dialer::Tokio,
+    /// The current node's host, or real sockets outside a simulation run.
+    ///
+    /// # Errors
+    /// Inside a run but not on a node's task (the run's body, a harness task): real sockets
+    /// would escape the simulation and nothing would replay, so creation fails with why.
+    pub(crate) fn current() -> Result<Dialer, String> {
+        match (sim::node::NodeCtx::current(), sim::Ctx::try_current()) {
+            (Some(node), _) => Ok(Dialer::Sim(node.host().clone())),
+            (None, None) => Ok(Dialer::Tokio),
+            (None, Some(_)) => Err("kafkasim::rdkafka clients inside a simulation run must be created on a node's \
+                 task (in a ServiceSpec's entry point or a task it spawned), so that they dial through the \
+                 node's host; this task belongs to no node"
+                .into()),
         }
     }
 

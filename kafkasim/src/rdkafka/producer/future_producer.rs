@@ -159,15 +159,17 @@ impl<C: ClientContext> std::fmt::Debug for FutureProducer<C> {
 impl<C: ClientContext> FromClientConfigAndContext<C> for FutureProducer<C> {
     /// # Errors
     /// [`KafkaError::ClientConfig`] for a bad property, [`KafkaError::ClientCreation`] for
-    /// inconsistent settings or outside a tokio runtime.
+    /// inconsistent settings, outside a tokio runtime, or inside a simulation run but not on a
+    /// node's task.
     fn from_config_and_context(config: &ClientConfig, context: C) -> KafkaResult<FutureProducer<C>> {
         let settings = ProducerSettings::from_config(config)?;
         if tokio::runtime::Handle::try_current().is_err() {
             return Err(KafkaError::ClientCreation("kafkasim::rdkafka needs a tokio runtime".into()));
         }
+        let dialer = Dialer::current().map_err(KafkaError::ClientCreation)?;
         let (tx, rx) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared::default());
-        sender::spawn(settings.clone(), Dialer::current(), rx, Arc::clone(&shared));
+        sender::spawn(settings.clone(), dialer, rx, Arc::clone(&shared));
         Ok(FutureProducer { tx, shared, settings: Arc::new(settings), context: Arc::new(context) })
     }
 }
