@@ -22,11 +22,13 @@
 //! | [`client`] | a protocol-level client for tests and simulations |
 //! | [`requests`] | one-partition requests as clients send them, for that client |
 //! | [`models`] | the queue models Q1–Q9: oracles over what consumers did and what the broker saw |
+//! | [`rdkafka`] | a client with rdkafka's API shape (the producer): in a simulation node through its host, else real sockets |
 //! | [`history`] | partitions as list-append logs for `sim::check::list_append`: recording produces, fetches, consumers and final reads |
 //!
 //! Layers, each using only those below it (no import cycle; `tests/layers.rs` checks):
 //! `error`, `log`, `producer_ids`, `faults`, `introspect` → `codec` → `groups` → `broker` →
-//! `client`, `requests`, `local` → `history`, `models`.
+//! `client`, `requests`, `local` → `history`, `models`, `rdkafka` (which uses `client` and
+//! `requests` only).
 
 pub mod broker;
 pub mod client;
@@ -40,6 +42,7 @@ pub mod local;
 pub mod log;
 pub mod models;
 pub mod producer_ids;
+pub mod rdkafka;
 pub mod requests;
 
 pub use broker::{Cluster, ClusterBuilder, Control};
