@@ -190,11 +190,11 @@ fn main() {
     match real_rates {
         Some((real_loop, real_ctl)) => {
             println!(
-                "  write+watch     kubesim {sim_loop:>7.0}/s  kube-apiserver {real_loop:>7.0}/s  ratio {:.2}",
+                "  write+watch     kubesim {sim_loop:>7.0}/s  kube-apiserver {real_loop:>7.0}/s  kubesim/kube-apiserver {:.2}",
                 sim_loop / real_loop
             );
             println!(
-                "  controller      kubesim {sim_ctl:>7.0}/s  kube-apiserver {real_ctl:>7.0}/s  ratio {:.2}",
+                "  controller      kubesim {sim_ctl:>7.0}/s  kube-apiserver {real_ctl:>7.0}/s  kubesim/kube-apiserver {:.2}",
                 sim_ctl / real_ctl
             );
         }
