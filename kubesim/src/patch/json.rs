@@ -14,8 +14,11 @@
 //! helper adds the first finalizer with `test /metadata/finalizers null` + `add`. Operations
 //! apply one at a time to a copy, so a failure changes nothing.
 //!
-//! Known difference: the real server also refuses more than 10 000 operations (413); kubesim
-//! does not limit.
+//! Bounds (so that one request cannot take the server down): the values `copy` operations
+//! duplicate may add up to 3 MiB (the real server bounds them by its request size), and a
+//! result nested deeper than [`DEPTH_MAX`] is refused; both answer the generic 422, as does a
+//! patch that replaces the object by something that is not an object. More than 10 000
+//! operations are not refused (the real server answers 413).
 
 use crate::status::ApiError;
 use serde_json::{Value, json};
@@ -26,6 +29,7 @@ pub const REJECTED: &str = "the server rejected our request due to an error in o
 /// The target with the JSON patch applied. Errors: 400 for a malformed patch, 422 `Invalid`
 /// (message [`REJECTED`]) for a failed operation, `test` included.
 pub fn json(target: &Value, patch: &Value) -> Result<Value, ApiError> {
+    let mut copied = 0usize;
     // An array of objects that are not all operations (an unknown `op`, a missing `path`) fails
     // when applied on the real server: the generic 422, as for a failed `test`.
     let ops: json_patch::Patch = serde_json::from_value(patch.clone())
@@ -38,9 +42,39 @@ pub fn json(target: &Value, patch: &Value) -> Result<Value, ApiError> {
         {
             continue;
         }
+        if let json_patch::PatchOperation::Copy(c) = op {
+            let from = out.pointer(c.from.as_str()).map_or(0, |v| serde_json::to_vec(v).map_or(0, |b| b.len()));
+            copied += from;
+            if copied > COPIED_MAX {
+                return Err(rejected());
+            }
+        }
         json_patch::patch(&mut out, std::slice::from_ref(op)).map_err(|_| rejected())?;
+        if !out.is_object() || depth(&out) > DEPTH_MAX {
+            return Err(rejected());
+        }
     }
     Ok(out)
+}
+
+/// The most bytes `copy` operations of one patch may duplicate.
+pub const COPIED_MAX: usize = 3 << 20;
+/// The deepest nesting a patched object may have.
+pub const DEPTH_MAX: usize = 500;
+
+/// How deeply `v` nests (iteratively: a deep value must not overflow the stack here).
+fn depth(v: &Value) -> usize {
+    let mut stack = vec![(v, 1usize)];
+    let mut max = 0;
+    while let Some((v, d)) = stack.pop() {
+        max = max.max(d);
+        match v {
+            Value::Array(a) => stack.extend(a.iter().map(|x| (x, d + 1))),
+            Value::Object(o) => stack.extend(o.values().map(|x| (x, d + 1))),
+            _ => {}
+        }
+    }
+    max
 }
 
 /// Whether `pointer` names a missing key of an existing object: there a `test` for `null`
@@ -54,6 +88,24 @@ fn missing_key(doc: &Value, pointer: &str) -> bool {
 /// The 422 the real server answers for a JSON patch that fails on the object.
 pub fn rejected() -> ApiError {
     ApiError { details: json!({}), ..ApiError::new(422, "Invalid", REJECTED) }
+}
+
+#[cfg(test)]
+mod bounds {
+    use super::*;
+
+    #[test]
+    fn a_root_replaced_by_a_non_object_deep_nesting_and_copy_blowup_are_refused() {
+        let cm = json!({"metadata": {"name": "c"}, "x": {}});
+        assert_eq!(json(&cm, &json!([{"op": "replace", "path": "", "value": "s"}])).unwrap_err().code, 422);
+        let deep: Vec<Value> =
+            (0..DEPTH_MAX + 5).map(|_| json!({"op": "copy", "from": "/x", "path": "/x/a"})).collect();
+        assert_eq!(json(&cm, &Value::Array(deep)).unwrap_err().code, 422);
+        let mut blow = vec![json!({"op": "add", "path": "/spec", "value": [["x".repeat(100)]]})];
+        blow.extend((0..40).map(|_| json!({"op": "copy", "from": "/spec/0", "path": "/spec/0/-"})));
+        assert_eq!(json(&cm, &Value::Array(blow)).unwrap_err().code, 422);
+        assert!(json(&cm, &json!([{"op": "copy", "from": "/x", "path": "/y"}])).is_ok());
+    }
 }
 
 #[cfg(test)]
