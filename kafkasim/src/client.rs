@@ -126,12 +126,27 @@ pub type FetchedRecord = (i64, Option<Bytes>, Option<Bytes>);
 /// # Errors
 /// [`Error::Encode`].
 pub fn record_batch(records: &[RecordInput<'_>], producer: Option<(i64, i16, i32)>) -> Result<Bytes, Error> {
+    let with_headers = records.iter().map(|&(key, value, ts)| (key, value, ts, RecordHeaders::default()));
+    encode_batch(with_headers, producer)
+}
+
+/// A record's headers, as `kafka-protocol` keeps them (one value per key).
+pub type RecordHeaders = indexmap::IndexMap<StrBytes, Option<Bytes>>;
+
+/// [`record_batch`] for records with headers: `(key, value, timestamp ms, headers)` each.
+///
+/// # Errors
+/// [`Error::Encode`].
+pub fn encode_batch<'a>(
+    records: impl IntoIterator<Item = (Option<&'a [u8]>, Option<&'a [u8]>, i64, RecordHeaders)>,
+    producer: Option<(i64, i16, i32)>,
+) -> Result<Bytes, Error> {
     use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
     let (producer_id, producer_epoch, base_sequence) = producer.unwrap_or((-1, -1, -1));
     let records: Vec<Record> = records
-        .iter()
+        .into_iter()
         .enumerate()
-        .map(|(i, (key, value, ts))| Record {
+        .map(|(i, (key, value, ts, headers))| Record {
             transactional: false,
             control: false,
             delete_horizon: false,
@@ -143,10 +158,10 @@ pub fn record_batch(records: &[RecordInput<'_>], producer: Option<(i64, i16, i32
             // kafka-protocol groups records into one batch while `offset - sequence` is constant;
             // a non-idempotent batch still carries base sequence -1.
             sequence: base_sequence.wrapping_add(i as i32),
-            timestamp: *ts,
+            timestamp: ts,
             key: key.map(Bytes::copy_from_slice),
             value: value.map(Bytes::copy_from_slice),
-            headers: Default::default(),
+            headers,
         })
         .collect();
     let mut buf = BytesMut::new();

@@ -1,12 +1,11 @@
 //! A batch: records of one partition sent together as one v2 record batch, encoded with
 //! `kafka-protocol` (keys, values, headers, create timestamps, and the idempotent stamp).
 
-use bytes::{Bytes, BytesMut};
-use indexmap::IndexMap;
+use bytes::Bytes;
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
 use tokio::time::Instant;
 
+use crate::client::{RecordHeaders, encode_batch};
 use crate::rdkafka::message::{Headers, Message, Timestamp};
 use crate::rdkafka::producer::delivery::Pending;
 use crate::rdkafka::producer::idempotence::Stamp;
@@ -40,47 +39,19 @@ impl Batch {
     /// # Errors
     /// The encoder's message, when a record cannot be encoded.
     pub fn encode(&self) -> Result<Bytes, String> {
-        let (producer_id, producer_epoch, base_sequence) = self.stamp.unwrap_or((-1, -1, -1));
-        let records: Vec<Record> = self
-            .records
-            .iter()
-            .enumerate()
-            .map(|(i, p)| {
-                let m = &p.message;
-                let headers: IndexMap<StrBytes, Option<Bytes>> = m
-                    .headers()
-                    .map(|h| {
-                        h.iter()
-                            .map(|h| (StrBytes::from_string(h.key.to_string()), h.value.map(Bytes::copy_from_slice)))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                Record {
-                    transactional: false,
-                    control: false,
-                    delete_horizon: false,
-                    partition_leader_epoch: 0,
-                    producer_id,
-                    producer_epoch,
-                    timestamp_type: TimestampType::Creation,
-                    offset: i as i64,
-                    // kafka-protocol keeps records in one batch while offset - sequence is constant.
-                    sequence: base_sequence.wrapping_add(i as i32),
-                    timestamp: m.timestamp().to_millis().unwrap_or_else(now_millis),
-                    key: m.key().map(Bytes::copy_from_slice),
-                    value: m.payload().map(Bytes::copy_from_slice),
-                    headers,
-                }
-            })
-            .collect();
-        let mut buf = BytesMut::new();
-        RecordBatchEncoder::encode(
-            &mut buf,
-            &records,
-            &RecordEncodeOptions { version: 2, compression: Compression::None },
-        )
-        .map_err(|e| e.to_string())?;
-        Ok(buf.freeze())
+        let records = self.records.iter().map(|p| {
+            let m = &p.message;
+            let headers: RecordHeaders = m
+                .headers()
+                .map(|h| {
+                    h.iter()
+                        .map(|h| (StrBytes::from_string(h.key.to_string()), h.value.map(Bytes::copy_from_slice)))
+                        .collect()
+                })
+                .unwrap_or_default();
+            (m.key(), m.payload(), m.timestamp().to_millis().unwrap_or_else(now_millis), headers)
+        });
+        encode_batch(records, self.stamp).map_err(|e| e.to_string())
     }
 }
 
