@@ -7,6 +7,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use kafkasim::kafka_protocol::ResponseError;
 use kafkasim::kafka_protocol::messages::ApiKey;
 use kafkasim::rdkafka::config::ClientConfig;
 use kafkasim::rdkafka::error::{KafkaError, RDKafkaErrorCode};
@@ -241,6 +242,146 @@ async fn timeouts_and_unknown_topics(ctx: Ctx) -> Result<(), Failure> {
         }
     })
     .await
+}
+
+/// KIP-98 failure paths as librdkafka takes them: `OUT_OF_ORDER_SEQUENCE_NUMBER` on an idempotent
+/// producer is fatal — that batch fails with the code, what is still queued fails `PurgeQueue`,
+/// later sends fail `Fatal`, and `fatal_error()` says why.
+async fn out_of_order_sequence_is_fatal(ctx: Ctx) -> Result<(), Failure> {
+    let cluster = Cluster::builder().brokers(1).build();
+    let bootstrap = cluster.serve_sim(&ctx)?;
+    cluster.create_topic("seq", 1).map_err(fail)?;
+    let (c2, ctx2) = (cluster.clone(), ctx.clone());
+    in_node(&ctx, move |_node| {
+        let (ctx, cluster, bootstrap) = (ctx2.clone(), c2.clone(), bootstrap.clone());
+        async move {
+            let p = producer(&bootstrap, &[("enable.idempotence", "true"), ("linger.ms", "0")])?;
+            let d = p.send(FutureRecord::to("seq").key("a").payload("ok"), None).await.map_err(|(e, _)| e);
+            record(&ctx, "before", &d);
+            check(d.is_ok(), format!("delivered before the fault: {d:?}"))?;
+            let _fault = cluster.install(
+                Fault::new(ApiKey::Produce, FaultAction::Error(ResponseError::OutOfOrderSequenceNumber)).topic("seq"),
+            );
+            let first = p.send_result(FutureRecord::to("seq").key("a").payload("x")).map_err(|(e, _)| fail(e))?;
+            // Sent before the first's answer can come back: in the same batch (refused with it) or
+            // queued behind it (one batch in flight per partition) and purged.
+            let queued = p.send_result(FutureRecord::to("seq").key("a").payload("y")).map_err(|(e, _)| fail(e))?;
+            let first = first.await.map_err(fail)?.map_err(|(e, _)| e);
+            record(&ctx, "refused", &first);
+            check(
+                matches!(first, Err(KafkaError::MessageProduction(RDKafkaErrorCode::OutOfOrderSequenceNumber))),
+                format!("the refused batch: {first:?}"),
+            )?;
+            let queued = queued.await.map_err(fail)?.map_err(|(e, _)| e);
+            record(&ctx, "queued", &queued);
+            check(
+                matches!(
+                    queued,
+                    Err(KafkaError::MessageProduction(
+                        RDKafkaErrorCode::PurgeQueue | RDKafkaErrorCode::OutOfOrderSequenceNumber
+                    ))
+                ),
+                format!("the queued message: {queued:?}"),
+            )?;
+            let later = p.send(FutureRecord::to("seq").key("a").payload("z"), None).await.map_err(|(e, _)| e);
+            check(
+                matches!(later, Err(KafkaError::MessageProduction(RDKafkaErrorCode::Fatal))),
+                format!("a later send: {later:?}"),
+            )?;
+            let fatal = p.fatal_error();
+            check(
+                fatal.as_ref().is_some_and(|(c, why)| {
+                    *c == RDKafkaErrorCode::OutOfOrderSequenceNumber && why.contains("desynchronization")
+                }),
+                format!("fatal_error: {fatal:?}"),
+            )?;
+            Ok(())
+        }
+    })
+    .await
+}
+
+/// A sent batch that expires (the broker never answers) may have left a gap in its partition's
+/// sequences: the producer bumps its epoch (librdkafka's `rd_kafka_idemp_drain_epoch_bump`) and
+/// the next message, at sequence 0 of the new epoch, is delivered — without the bump the broker
+/// would refuse it as out of order and the producer would turn fatal.
+async fn expired_batch_bumps_the_epoch(ctx: Ctx) -> Result<(), Failure> {
+    let cluster = Cluster::builder().brokers(1).build();
+    let bootstrap = cluster.serve_sim(&ctx)?;
+    cluster.create_topic("bump", 1).map_err(fail)?;
+    let (c2, ctx2) = (cluster.clone(), ctx.clone());
+    in_node(&ctx, move |_node| {
+        let (ctx, cluster, bootstrap) = (ctx2.clone(), c2.clone(), bootstrap.clone());
+        async move {
+            let p = producer(&bootstrap, &[("enable.idempotence", "true"), ("message.timeout.ms", "1000")])?;
+            for v in ["a", "b"] {
+                let d = p.send(FutureRecord::to("bump").key("k").payload(v), None).await.map_err(|(e, _)| e);
+                check(d.is_ok(), format!("{v} delivered: {d:?}"))?;
+            }
+            let silence = cluster.install(Fault::new(ApiKey::Produce, FaultAction::Silence).topic("bump"));
+            let lost = p.send(FutureRecord::to("bump").key("k").payload("lost"), None).await.map_err(|(e, _)| e);
+            record(&ctx, "expired", &lost);
+            check(
+                matches!(lost, Err(KafkaError::MessageProduction(RDKafkaErrorCode::MessageTimedOut))),
+                format!("the silenced batch: {lost:?}"),
+            )?;
+            drop(silence);
+            let after = p.send(FutureRecord::to("bump").key("k").payload("after"), None).await.map_err(|(e, _)| e);
+            record(&ctx, "after", &after);
+            check(after.as_ref().is_ok_and(|d| d.offset == 2), format!("delivered after the bump: {after:?}"))?;
+            check(p.fatal_error().is_none(), format!("not fatal: {:?}", p.fatal_error()))?;
+            Ok(())
+        }
+    })
+    .await
+}
+
+/// `queue.buffering.max.messages` bounds what waits: `send_result` past it fails `QueueFull` at
+/// once (rdkafka's `send_result`), and `send` waits for room, then delivers.
+async fn full_queue_is_refused_or_waited_for(ctx: Ctx) -> Result<(), Failure> {
+    let cluster = Cluster::builder().brokers(1).build();
+    let bootstrap = cluster.serve_sim(&ctx)?;
+    cluster.create_topic("full", 1).map_err(fail)?;
+    let (ctx2,) = (ctx.clone(),);
+    in_node(&ctx, move |_node| {
+        let (ctx, bootstrap) = (ctx2.clone(), bootstrap.clone());
+        async move {
+            let p = producer(&bootstrap, &[("queue.buffering.max.messages", "2"), ("linger.ms", "100")])?;
+            let a = p.send_result(FutureRecord::to("full").key("k").payload("a")).map_err(|(e, _)| fail(e))?;
+            let b = p.send_result(FutureRecord::to("full").key("k").payload("b")).map_err(|(e, _)| fail(e))?;
+            let c = p.send_result(FutureRecord::to("full").key("k").payload("c"));
+            check(
+                matches!(&c, Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _))),
+                format!("a third message: {:?}", c.as_ref().err().map(|(e, _)| e)),
+            )?;
+            check(p.in_flight_count() == 2, format!("in flight: {}", p.in_flight_count()))?;
+            let waited = p.send(FutureRecord::to("full").key("k").payload("c"), Duration::from_secs(5)).await;
+            let waited = waited.map_err(|(e, _)| e);
+            record(&ctx, "waited", &waited);
+            check(waited.as_ref().is_ok_and(|d| d.offset == 2), format!("send waited for room: {waited:?}"))?;
+            for (name, f) in [("a", a), ("b", b)] {
+                let d = f.await.map_err(fail)?.map_err(|(e, _)| e);
+                check(d.is_ok(), format!("{name}: {d:?}"))?;
+            }
+            Ok(())
+        }
+    })
+    .await
+}
+
+#[test]
+fn an_out_of_order_sequence_makes_the_idempotent_producer_fatal() {
+    Simulation::new("rdk_fatal").seeds(0..4).repeat(2).run(out_of_order_sequence_is_fatal).assert_passed();
+}
+
+#[test]
+fn an_expired_in_flight_batch_bumps_the_epoch() {
+    Simulation::new("rdk_bump").seeds(0..4).repeat(2).run(expired_batch_bumps_the_epoch).assert_passed();
+}
+
+#[test]
+fn a_full_queue_is_refused_by_send_result_and_waited_for_by_send() {
+    Simulation::new("rdk_full").seeds(0..4).repeat(2).run(full_queue_is_refused_or_waited_for).assert_passed();
 }
 
 #[test]
