@@ -1,0 +1,1 @@
+//! Simulation tests of the group task against a kafkasim `Cluster` (filled in below).
