@@ -276,6 +276,18 @@ pub enum KafkaError {
     ConsumerCommit(RDKafkaErrorCode),
     /// A subscription failed.
     Subscription(String),
+    /// Committed offsets could not be fetched.
+    OffsetFetch(RDKafkaErrorCode),
+    /// Pausing or resuming partitions failed.
+    PauseResume(String),
+    /// A rebalance failed.
+    Rebalance(RDKafkaErrorCode),
+    /// Seeking a partition failed.
+    Seek(String),
+    /// An offset in a topic partition list could not be set.
+    SetPartitionOffset(RDKafkaErrorCode),
+    /// Storing an offset failed.
+    StoreOffset(RDKafkaErrorCode),
 }
 
 impl KafkaError {
@@ -287,7 +299,11 @@ impl KafkaError {
             | KafkaError::MessageConsumption(c)
             | KafkaError::MessageProduction(c)
             | KafkaError::MetadataFetch(c)
-            | KafkaError::ConsumerCommit(c) => Some(*c),
+            | KafkaError::ConsumerCommit(c)
+            | KafkaError::OffsetFetch(c)
+            | KafkaError::Rebalance(c)
+            | KafkaError::SetPartitionOffset(c)
+            | KafkaError::StoreOffset(c) => Some(*c),
             _ => None,
         }
     }
@@ -307,6 +323,12 @@ impl fmt::Display for KafkaError {
             KafkaError::NoMessageReceived => write!(f, "No message received within the given poll interval"),
             KafkaError::ConsumerCommit(e) => write!(f, "Consumer commit error: {e}"),
             KafkaError::Subscription(e) => write!(f, "Subscription error: {e}"),
+            KafkaError::OffsetFetch(e) => write!(f, "Offset fetch error: {e}"),
+            KafkaError::PauseResume(e) => write!(f, "Pause/resume error: {e}"),
+            KafkaError::Rebalance(e) => write!(f, "Rebalance error: {e}"),
+            KafkaError::Seek(e) => write!(f, "Seek error: {e}"),
+            KafkaError::SetPartitionOffset(e) => write!(f, "Set partition offset error: {e}"),
+            KafkaError::StoreOffset(e) => write!(f, "Store offset error: {e}"),
         }
     }
 }

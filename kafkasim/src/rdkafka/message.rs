@@ -1,4 +1,5 @@
-//! Messages as rdkafka shapes them: the [`Message`] trait, [`OwnedMessage`], headers
+//! Messages as rdkafka shapes them: the [`Message`] trait, [`OwnedMessage`],
+//! [`BorrowedMessage`] (what a consumer returns), headers
 //! ([`Headers`], [`OwnedHeaders`], [`Header`]), [`Timestamp`], and [`ToBytes`] / [`FromBytes`]
 //! for keys and payloads.
 
@@ -329,6 +330,56 @@ impl Message for OwnedMessage {
     }
     fn headers(&self) -> Option<&OwnedHeaders> {
         self.headers.as_ref()
+    }
+}
+
+/// Headers of a [`BorrowedMessage`] (rdkafka's `BorrowedHeaders`; here the owned type).
+pub type BorrowedHeaders = OwnedHeaders;
+
+/// A message as a consumer returns it (rdkafka's `BorrowedMessage`): it borrows the consumer
+/// (so it cannot outlive it, as rdkafka's), and owns its data here — [`BorrowedMessage::detach`]
+/// copies it out as an [`OwnedMessage`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BorrowedMessage<'a> {
+    message: OwnedMessage,
+    _owner: std::marker::PhantomData<&'a u8>,
+}
+
+impl BorrowedMessage<'_> {
+    /// A message borrowing its consumer.
+    pub(crate) fn new(message: OwnedMessage) -> BorrowedMessage<'static> {
+        BorrowedMessage { message, _owner: std::marker::PhantomData }
+    }
+
+    /// An owned copy.
+    pub fn detach(&self) -> OwnedMessage {
+        self.message.clone()
+    }
+}
+
+impl Message for BorrowedMessage<'_> {
+    type Headers = BorrowedHeaders;
+
+    fn key(&self) -> Option<&[u8]> {
+        self.message.key()
+    }
+    fn payload(&self) -> Option<&[u8]> {
+        self.message.payload()
+    }
+    fn topic(&self) -> &str {
+        self.message.topic()
+    }
+    fn partition(&self) -> i32 {
+        self.message.partition()
+    }
+    fn offset(&self) -> i64 {
+        self.message.offset()
+    }
+    fn timestamp(&self) -> Timestamp {
+        self.message.timestamp()
+    }
+    fn headers(&self) -> Option<&OwnedHeaders> {
+        self.message.headers()
     }
 }
 

@@ -18,12 +18,15 @@
 
 pub mod client;
 pub mod config;
+pub mod consumer;
 pub mod error;
 pub mod message;
 mod net;
 pub mod producer;
+pub mod topic_partition_list;
 pub mod util;
 
 pub use config::ClientConfig;
 pub use message::{Message, Timestamp};
+pub use topic_partition_list::{Offset, TopicPartitionList};
 pub use util::Timeout;

@@ -1,0 +1,651 @@
+//! The consumer itself (rdkafka's `BaseConsumer`, without `poll`): the shared state, the group
+//! handle, commits, and the rebalance events applied with the context's callbacks. A
+//! [`StreamConsumer`](super::StreamConsumer) is a `BaseConsumer` with `recv()`; the callbacks
+//! get the `BaseConsumer` and can call any [`Consumer`] method on it.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use tokio::sync::{mpsc, oneshot};
+
+use crate::rdkafka::config::ClientConfig;
+use crate::rdkafka::consumer::fetcher::{self, CommittedReply, Owner, Signals};
+use crate::rdkafka::consumer::group::{self, CommitReply, GroupCommand, GroupEvent, GroupHandle, GroupSettings};
+use crate::rdkafka::consumer::positions::{Queued, State, Tp};
+use crate::rdkafka::consumer::settings::ConsumerSettings;
+use crate::rdkafka::consumer::{CommitMode, Consumer, ConsumerContext, Rebalance, RebalanceProtocol};
+use crate::rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode as Code};
+use crate::rdkafka::message::{BorrowedMessage, Message, OwnedMessage};
+use crate::rdkafka::net::Dialer;
+use crate::rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use crate::rdkafka::util::Timeout;
+
+/// Offsets to commit: partition, next offset to read, metadata.
+type Offsets = Vec<(Tp, i64, Option<String>)>;
+
+/// What the handles share.
+pub(crate) struct Inner<C> {
+    pub(crate) s: Arc<ConsumerSettings>,
+    pub(crate) context: Arc<C>,
+    pub(crate) state: Arc<Mutex<State>>,
+    pub(crate) signals: Arc<Signals>,
+    pub(crate) group: Option<GroupHandle>,
+    pub(crate) events: Arc<Mutex<VecDeque<GroupEvent>>>,
+    /// Held while one group event's callbacks run, so events apply one at a time, in order.
+    rebalancing: Mutex<()>,
+    dialer: Dialer,
+    _alive: mpsc::UnboundedSender<()>,
+}
+
+/// A consumer handle (rdkafka's `BaseConsumer`): what rebalance callbacks get. It has no
+/// `poll` here — messages come from [`StreamConsumer::recv`](super::StreamConsumer::recv) — and
+/// is not created from a `ClientConfig`.
+pub struct BaseConsumer<C: ConsumerContext = super::DefaultConsumerContext> {
+    pub(crate) inner: Arc<Inner<C>>,
+}
+
+impl<C: ConsumerContext> std::fmt::Debug for BaseConsumer<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BaseConsumer").field("client_id", &self.inner.s.client_id).finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn tpl_of(offsets: &Offsets) -> TopicPartitionList {
+    let mut tpl = TopicPartitionList::with_capacity(offsets.len());
+    for ((t, p), o, m) in offsets {
+        let mut e = tpl.add_partition(t, *p);
+        let _ = e.set_offset(Offset::Offset(*o));
+        if let Some(m) = m {
+            e.set_metadata(m);
+        }
+    }
+    tpl
+}
+
+fn tps(tpl: &TopicPartitionList) -> Vec<Tp> {
+    tpl.elements().iter().map(|e| (e.topic().to_string(), e.partition())).collect()
+}
+
+fn tpl_of_tps(partitions: &[Tp]) -> TopicPartitionList {
+    let mut tpl = TopicPartitionList::with_capacity(partitions.len());
+    for (t, p) in partitions {
+        tpl.add_partition(t, *p);
+    }
+    tpl
+}
+
+/// Waits for a commit's answer; notes what was committed; the result and the list (each
+/// element with its partition's error).
+async fn finish_commit(
+    state: Arc<Mutex<State>>,
+    offsets: Offsets,
+    rx: oneshot::Receiver<CommitReply>,
+) -> (KafkaResult<()>, TopicPartitionList) {
+    let mut tpl = tpl_of(&offsets);
+    let reply = rx.await.unwrap_or(Err(KafkaError::ConsumerCommit(Code::BrokerDestroy)));
+    match reply {
+        Err(e) => {
+            let code = e.rdkafka_error_code().unwrap_or(Code::Fail);
+            for ((t, p), _, _) in &offsets {
+                tpl.set_error(t, *p, code);
+            }
+            (Err(e), tpl)
+        }
+        Ok(results) => {
+            let mut first = Ok(());
+            let mut st = lock(&state);
+            for (tp, r) in results {
+                match r {
+                    Ok(()) => {
+                        if let Some((_, o, _)) = offsets.iter().find(|(t, _, _)| *t == tp) {
+                            st.committed(&tp, *o);
+                        }
+                    }
+                    Err(e) => {
+                        let code = e.rdkafka_error_code().unwrap_or(Code::Fail);
+                        tpl.set_error(&tp.0, tp.1, code);
+                        if first.is_ok() {
+                            first = Err(KafkaError::ConsumerCommit(code));
+                        }
+                    }
+                }
+            }
+            (first, tpl)
+        }
+    }
+}
+
+impl<C: ConsumerContext> Inner<C> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        lock(&self.state)
+    }
+
+    fn wake_fetcher(&self) {
+        self.signals.fetcher.notify_one();
+    }
+
+    /// Queues a commit of `offsets`; the future of its result (see [`Consumer::commit`]).
+    fn commit_offsets(
+        &self,
+        offsets: Offsets,
+        mode: CommitMode,
+    ) -> impl Future<Output = KafkaResult<()>> + Send + 'static {
+        let (state, signals, context) = (Arc::clone(&self.state), Arc::clone(&self.signals), Arc::clone(&self.context));
+        let mut early: Option<KafkaResult<()>> = None;
+        let mut pending = None;
+        match &self.group {
+            None => early = Some(Err(KafkaError::ConsumerCommit(Code::UnknownGroup))),
+            Some(_) if offsets.is_empty() => {
+                let error = KafkaError::ConsumerCommit(Code::NoOffset);
+                if mode == CommitMode::Async {
+                    self.lock().queue.push_back(Queued::Commit(Err(error), TopicPartitionList::new()));
+                    self.signals.data.notify_waiters();
+                    early = Some(Ok(()));
+                } else {
+                    early = Some(Err(error));
+                }
+            }
+            Some(g) => {
+                let (reply, rx) = oneshot::channel();
+                g.send(GroupCommand::Commit { offsets: offsets.clone(), reply });
+                if mode == CommitMode::Async {
+                    let (state, signals, offsets) = (Arc::clone(&state), Arc::clone(&signals), offsets.clone());
+                    drop(tokio::spawn(async move {
+                        let (result, tpl) = finish_commit(Arc::clone(&state), offsets, rx).await;
+                        lock(&state).queue.push_back(Queued::Commit(result, tpl));
+                        signals.data.notify_waiters();
+                    }));
+                    early = Some(Ok(()));
+                } else {
+                    pending = Some(rx);
+                }
+            }
+        }
+        async move {
+            if let Some(r) = early {
+                return r;
+            }
+            let rx = pending.expect("a sync commit was sent");
+            let (result, tpl) = finish_commit(state, offsets, rx).await;
+            context.commit_callback(result.clone(), &tpl);
+            result
+        }
+    }
+
+    /// The next thing for the application: a message or an error, after applying the group
+    /// events and commit callbacks due; `None` when nothing is there.
+    pub(crate) fn poll_once(&self, base: &BaseConsumer<C>) -> Option<KafkaResult<OwnedMessage>> {
+        loop {
+            if let Some(error) = self.apply_event(base) {
+                match error {
+                    Some(e) => return Some(Err(e)),
+                    None => continue,
+                }
+            }
+            let (entry, wake) = self.lock().pop(self.s.auto_offset_store);
+            if wake {
+                self.wake_fetcher();
+            }
+            match entry? {
+                Queued::Message { message, .. } => return Some(Ok(message)),
+                Queued::Error { error, .. } => return Some(Err(error)),
+                Queued::Commit(result, tpl) => self.context.commit_callback(result, &tpl),
+            }
+        }
+    }
+
+    /// Applies the oldest group event, if any: `Some(None)` applied, `Some(Some(e))` an error
+    /// for the application.
+    fn apply_event(&self, base: &BaseConsumer<C>) -> Option<Option<KafkaError>> {
+        let _one_at_a_time = lock(&self.rebalancing);
+        let event = lock(&self.events).pop_front()?;
+        let group = self.group.as_ref().expect("events come from the group");
+        match event {
+            GroupEvent::Error(e) => return Some(Some(e)),
+            GroupEvent::Assign { partitions, protocol } => {
+                let tpl = tpl_of_tps(&partitions);
+                self.context.pre_rebalance(base, &Rebalance::Assign(&tpl));
+                {
+                    let mut st = self.lock();
+                    st.lost = false;
+                    if protocol != RebalanceProtocol::Cooperative {
+                        let gone: Vec<Tp> =
+                            st.partitions.keys().filter(|tp| !partitions.contains(tp)).cloned().collect();
+                        for tp in &gone {
+                            st.remove(tp);
+                        }
+                    }
+                    for tp in partitions {
+                        if protocol != RebalanceProtocol::Cooperative || !st.partitions.contains_key(&tp) {
+                            st.add(tp, Offset::Invalid);
+                        }
+                    }
+                }
+                self.wake_fetcher();
+                self.context.post_rebalance(base, &Rebalance::Assign(&tpl));
+            }
+            GroupEvent::Revoke { partitions, protocol } => {
+                let tpl = tpl_of_tps(&partitions);
+                self.context.pre_rebalance(base, &Rebalance::Revoke(&tpl));
+                if self.s.auto_commit {
+                    let offsets = self.lock().to_commit(Some(&partitions));
+                    if !offsets.is_empty() {
+                        drop(self.commit_offsets(offsets, CommitMode::Async));
+                    }
+                }
+                let mut st = self.lock();
+                if protocol == RebalanceProtocol::Cooperative {
+                    for tp in &partitions {
+                        st.remove(tp);
+                    }
+                } else {
+                    // Eager: the whole assignment goes (librdkafka's assign(NULL)).
+                    st.partitions.clear();
+                }
+                drop(st);
+                self.context.post_rebalance(base, &Rebalance::Revoke(&tpl));
+            }
+            GroupEvent::Lost { partitions } => {
+                let tpl = tpl_of_tps(&partitions);
+                self.lock().lost = true;
+                self.context.pre_rebalance(base, &Rebalance::Revoke(&tpl));
+                let mut st = self.lock();
+                for tp in &partitions {
+                    st.remove(tp);
+                }
+                drop(st);
+                self.context.post_rebalance(base, &Rebalance::Revoke(&tpl));
+            }
+        }
+        group.send(GroupCommand::RebalanceDone);
+        Some(None)
+    }
+}
+
+impl<C: ConsumerContext> Owner for Inner<C> {
+    fn auto_commit(&self) {
+        let offsets = self.lock().to_commit(None);
+        if !offsets.is_empty() {
+            drop(self.commit_offsets(offsets, CommitMode::Async));
+        }
+    }
+
+    fn lookup_committed(&self, partitions: Vec<Tp>) -> Option<oneshot::Receiver<CommittedReply>> {
+        let g = self.group.as_ref()?;
+        let (reply, rx) = oneshot::channel();
+        g.send(GroupCommand::Committed { partitions, reply });
+        Some(rx)
+    }
+}
+
+impl<C> Drop for Inner<C> {
+    fn drop(&mut self) {
+        // librdkafka's consumer close: commit what is stored (auto-commit), leave the group.
+        let Some(g) = &self.group else { return };
+        if self.s.auto_commit {
+            let offsets = lock(&self.state).to_commit(None);
+            if !offsets.is_empty() {
+                let (reply, _) = oneshot::channel();
+                g.send(GroupCommand::Commit { offsets, reply });
+            }
+        }
+        let (done, _) = oneshot::channel();
+        g.send(GroupCommand::Close(done));
+    }
+}
+
+impl<C: ConsumerContext> BaseConsumer<C> {
+    /// Creates the consumer, its fetcher and (with `group.id`) its group task.
+    pub(crate) fn create(config: &ClientConfig, context: C) -> KafkaResult<BaseConsumer<C>> {
+        let s = Arc::new(ConsumerSettings::from_config(config)?);
+        let group_settings = GroupSettings::from_config(config)?;
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(KafkaError::ClientCreation("kafkasim::rdkafka needs a tokio runtime".into()));
+        }
+        let dialer = Dialer::current().map_err(KafkaError::ClientCreation)?;
+        let events = Arc::new(Mutex::new(VecDeque::new()));
+        let signals = Arc::new(Signals::default());
+        let group = group_settings.map(|gs| {
+            let (tx, mut rx) = mpsc::unbounded_channel();
+            let handle = group::spawn(gs, dialer.clone(), tx);
+            let (events, signals) = (Arc::clone(&events), Arc::clone(&signals));
+            drop(tokio::spawn(async move {
+                while let Some(e) = rx.recv().await {
+                    lock(&events).push_back(e);
+                    signals.data.notify_waiters();
+                }
+            }));
+            handle
+        });
+        let (alive, alive_rx) = mpsc::unbounded_channel();
+        let state = Arc::new(Mutex::new(State::default()));
+        let inner = Arc::new(Inner {
+            s: Arc::clone(&s),
+            context: Arc::new(context),
+            state: Arc::clone(&state),
+            signals: Arc::clone(&signals),
+            group,
+            events,
+            rebalancing: Mutex::new(()),
+            dialer: dialer.clone(),
+            _alive: alive,
+        });
+        let weak: Weak<Inner<C>> = Arc::downgrade(&inner);
+        fetcher::spawn(s, dialer, state, signals, weak, alive_rx);
+        Ok(BaseConsumer { inner })
+    }
+
+    /// The group member id (rdkafka's `member_id` on the client), `None` before joining.
+    pub fn member_id(&self) -> Option<String> {
+        self.inner.group.as_ref().and_then(GroupHandle::member_id)
+    }
+
+    /// The group generation (-1 before the first join or without a group).
+    pub fn generation(&self) -> i32 {
+        self.inner.group.as_ref().map_or(-1, GroupHandle::generation)
+    }
+
+    fn committed_lookup(
+        &self,
+        tpl: TopicPartitionList,
+        timeout: Timeout,
+    ) -> impl Future<Output = KafkaResult<TopicPartitionList>> + Send + 'static {
+        let partitions = tps(&tpl);
+        let rx = self.inner.lookup_committed(partitions);
+        async move {
+            let rx = rx.ok_or(KafkaError::OffsetFetch(Code::UnknownGroup))?;
+            let reply = match timeout.as_duration() {
+                None => rx.await,
+                Some(d) => {
+                    tokio::time::timeout(d, rx).await.map_err(|_| KafkaError::OffsetFetch(Code::OperationTimedOut))?
+                }
+            };
+            let found = reply.unwrap_or(Err(KafkaError::OffsetFetch(Code::BrokerDestroy)))?;
+            let mut out = TopicPartitionList::with_capacity(tpl.count());
+            for e in tpl.elements() {
+                let (t, p) = (e.topic(), e.partition());
+                let hit = found.iter().find(|((ft, fp), _, _)| ft == t && *fp == p);
+                let mut elem = out.add_partition(t, p);
+                let offset = hit.and_then(|(_, o, _)| *o).filter(|o| *o >= 0).map_or(Offset::Invalid, Offset::Offset);
+                let _ = elem.set_offset(offset);
+                if let Some(m) = hit.and_then(|(_, _, m)| m.as_ref()) {
+                    elem.set_metadata(m);
+                }
+            }
+            Ok(out)
+        }
+    }
+
+    fn offsets_lookup(
+        &self,
+        queries: Vec<(Tp, i64)>,
+        timeout: Timeout,
+    ) -> impl Future<Output = KafkaResult<Vec<(Tp, KafkaResult<i64>)>>> + Send + 'static {
+        let (s, dialer) = (Arc::clone(&self.inner.s), self.inner.dialer.clone());
+        async move {
+            let work = fetcher::list_offsets_once(s, dialer, queries);
+            match timeout.as_duration() {
+                None => work.await,
+                Some(d) => tokio::time::timeout(d, work)
+                    .await
+                    .map_err(|_| KafkaError::MetadataFetch(Code::OperationTimedOut))?,
+            }
+        }
+    }
+}
+
+impl<C: ConsumerContext> Consumer<C> for BaseConsumer<C> {
+    fn context(&self) -> &Arc<C> {
+        &self.inner.context
+    }
+
+    fn subscribe(&self, topics: &[&str]) -> KafkaResult<()> {
+        let Some(g) = &self.inner.group else {
+            return Err(KafkaError::Subscription(Code::UnknownGroup.description().into()));
+        };
+        let topics: Vec<String> = topics.iter().map(|t| t.to_string()).collect();
+        self.inner.lock().subscription = topics.clone();
+        g.send(GroupCommand::Subscribe(topics));
+        Ok(())
+    }
+
+    fn unsubscribe(&self) {
+        self.inner.lock().subscription.clear();
+        if let Some(g) = &self.inner.group {
+            g.send(GroupCommand::Subscribe(Vec::new()));
+        }
+    }
+
+    fn assign(&self, assignment: &TopicPartitionList) -> KafkaResult<()> {
+        let mut st = self.inner.lock();
+        st.partitions.clear();
+        st.lost = false;
+        for e in assignment.elements() {
+            st.add((e.topic().to_string(), e.partition()), e.offset());
+        }
+        drop(st);
+        self.inner.wake_fetcher();
+        Ok(())
+    }
+
+    fn unassign(&self) -> KafkaResult<()> {
+        self.inner.lock().partitions.clear();
+        Ok(())
+    }
+
+    fn incremental_assign(&self, assignment: &TopicPartitionList) -> KafkaResult<()> {
+        let mut st = self.inner.lock();
+        for e in assignment.elements() {
+            st.add((e.topic().to_string(), e.partition()), e.offset());
+        }
+        drop(st);
+        self.inner.wake_fetcher();
+        Ok(())
+    }
+
+    fn incremental_unassign(&self, assignment: &TopicPartitionList) -> KafkaResult<()> {
+        let mut st = self.inner.lock();
+        for tp in tps(assignment) {
+            st.remove(&tp);
+        }
+        Ok(())
+    }
+
+    fn seek<T: Into<Timeout>>(&self, topic: &str, partition: i32, offset: Offset, _timeout: T) -> KafkaResult<()> {
+        self.inner.lock().seek(&(topic.to_string(), partition), offset)?;
+        self.inner.wake_fetcher();
+        Ok(())
+    }
+
+    fn seek_partitions<T: Into<Timeout>>(
+        &self,
+        topic_partition_list: TopicPartitionList,
+        _timeout: T,
+    ) -> KafkaResult<TopicPartitionList> {
+        let mut out = topic_partition_list;
+        let mut st = self.inner.lock();
+        for (t, p, raw) in out.raw() {
+            if st.seek(&(t.clone(), p), Offset::from_raw(raw)).is_err() {
+                out.set_error(&t, p, Code::UnknownPartition);
+            }
+        }
+        drop(st);
+        self.inner.wake_fetcher();
+        Ok(out)
+    }
+
+    fn commit(
+        &self,
+        topic_partition_list: &TopicPartitionList,
+        mode: CommitMode,
+    ) -> impl Future<Output = KafkaResult<()>> + Send + 'static {
+        let offsets: Offsets = topic_partition_list
+            .elements()
+            .iter()
+            .filter_map(|e| match e.offset() {
+                Offset::Offset(n) => {
+                    let m = e.metadata();
+                    Some(((e.topic().to_string(), e.partition()), n, (!m.is_empty()).then(|| m.to_string())))
+                }
+                _ => None,
+            })
+            .collect();
+        self.inner.commit_offsets(offsets, mode)
+    }
+
+    fn commit_consumer_state(&self, mode: CommitMode) -> impl Future<Output = KafkaResult<()>> + Send + 'static {
+        let offsets = self.inner.lock().to_commit(None);
+        self.inner.commit_offsets(offsets, mode)
+    }
+
+    fn commit_message(
+        &self,
+        message: &BorrowedMessage<'_>,
+        mode: CommitMode,
+    ) -> impl Future<Output = KafkaResult<()>> + Send + 'static {
+        let offsets = vec![((message.topic().to_string(), message.partition()), message.offset() + 1, None)];
+        self.inner.commit_offsets(offsets, mode)
+    }
+
+    fn store_offset(&self, topic: &str, partition: i32, offset: i64) -> KafkaResult<()> {
+        self.inner.lock().store(&(topic.to_string(), partition), offset + 1, None)
+    }
+
+    fn store_offset_from_message(&self, message: &BorrowedMessage<'_>) -> KafkaResult<()> {
+        self.store_offset(message.topic(), message.partition(), message.offset())
+    }
+
+    fn store_offsets(&self, tpl: &TopicPartitionList) -> KafkaResult<()> {
+        if self.inner.s.auto_offset_store {
+            return Err(KafkaError::StoreOffset(Code::InvalidArgument));
+        }
+        let mut st = self.inner.lock();
+        let mut stored = 0;
+        for e in tpl.elements() {
+            if let Offset::Offset(n) = e.offset() {
+                let m = e.metadata();
+                let m = (!m.is_empty()).then(|| m.to_string());
+                stored += usize::from(st.store(&(e.topic().to_string(), e.partition()), n, m).is_ok());
+            }
+        }
+        if stored == 0 && tpl.count() > 0 { Err(KafkaError::StoreOffset(Code::State)) } else { Ok(()) }
+    }
+
+    fn subscription(&self) -> KafkaResult<TopicPartitionList> {
+        let mut tpl = TopicPartitionList::new();
+        for t in &self.inner.lock().subscription {
+            tpl.add_topic_unassigned(t);
+        }
+        Ok(tpl)
+    }
+
+    fn assignment(&self) -> KafkaResult<TopicPartitionList> {
+        Ok(self.inner.lock().assignment())
+    }
+
+    fn assignment_lost(&self) -> bool {
+        self.inner.lock().lost
+    }
+
+    fn committed<T: Into<Timeout>>(
+        &self,
+        timeout: T,
+    ) -> impl Future<Output = KafkaResult<TopicPartitionList>> + Send + 'static {
+        let tpl = tpl_of_tps(&self.inner.lock().partitions.keys().cloned().collect::<Vec<_>>());
+        self.committed_lookup(tpl, timeout.into())
+    }
+
+    fn committed_offsets<T: Into<Timeout>>(
+        &self,
+        tpl: TopicPartitionList,
+        timeout: T,
+    ) -> impl Future<Output = KafkaResult<TopicPartitionList>> + Send + 'static {
+        self.committed_lookup(tpl, timeout.into())
+    }
+
+    fn offsets_for_times<T: Into<Timeout>>(
+        &self,
+        timestamps: TopicPartitionList,
+        timeout: T,
+    ) -> impl Future<Output = KafkaResult<TopicPartitionList>> + Send + 'static {
+        let queries: Vec<(Tp, i64)> = timestamps.raw().into_iter().map(|(t, p, ts)| ((t, p), ts)).collect();
+        let lookup = self.offsets_lookup(queries, timeout.into());
+        async move {
+            let found = lookup.await?;
+            let mut out = TopicPartitionList::with_capacity(found.len());
+            for ((t, p), r) in found {
+                let mut e = out.add_partition(&t, p);
+                match r {
+                    Ok(o) if o >= 0 => {
+                        let _ = e.set_offset(Offset::Offset(o));
+                    }
+                    Ok(_) => {
+                        let _ = e.set_offset(Offset::End);
+                    }
+                    Err(e) => out.set_error(&t, p, e.rdkafka_error_code().unwrap_or(Code::Fail)),
+                }
+            }
+            Ok(out)
+        }
+    }
+
+    fn offsets_for_timestamp<T: Into<Timeout>>(
+        &self,
+        timestamp: i64,
+        timeout: T,
+    ) -> impl Future<Output = KafkaResult<TopicPartitionList>> + Send + 'static {
+        let mut tpl = self.inner.lock().assignment();
+        let _ = tpl.set_all_offsets(Offset::Offset(timestamp));
+        self.offsets_for_times(tpl, timeout)
+    }
+
+    fn position(&self) -> KafkaResult<TopicPartitionList> {
+        Ok(self.inner.lock().positions())
+    }
+
+    fn fetch_watermarks<T: Into<Timeout>>(
+        &self,
+        topic: &str,
+        partition: i32,
+        timeout: T,
+    ) -> impl Future<Output = KafkaResult<(i64, i64)>> + Send + 'static {
+        let tp: Tp = (topic.to_string(), partition);
+        let lookup = self.offsets_lookup(vec![(tp.clone(), -2), (tp, -1)], timeout.into());
+        async move {
+            let found = lookup.await?;
+            let mut it = found
+                .into_iter()
+                .map(|(_, r)| r.map_err(|e| KafkaError::MetadataFetch(e.rdkafka_error_code().unwrap_or(Code::Fail))));
+            let low = it.next().unwrap_or(Err(KafkaError::MetadataFetch(Code::Fail)))?;
+            let high = it.next().unwrap_or(Err(KafkaError::MetadataFetch(Code::Fail)))?;
+            Ok((low, high))
+        }
+    }
+
+    fn pause(&self, partitions: &TopicPartitionList) -> KafkaResult<()> {
+        let mut st = self.inner.lock();
+        for tp in tps(partitions) {
+            st.set_paused(&tp, true);
+        }
+        Ok(())
+    }
+
+    fn resume(&self, partitions: &TopicPartitionList) -> KafkaResult<()> {
+        let mut st = self.inner.lock();
+        for tp in tps(partitions) {
+            st.set_paused(&tp, false);
+        }
+        drop(st);
+        self.inner.wake_fetcher();
+        Ok(())
+    }
+
+    fn rebalance_protocol(&self) -> RebalanceProtocol {
+        self.inner.group.as_ref().map_or(RebalanceProtocol::None, GroupHandle::rebalance_protocol)
+    }
+}

@@ -1,0 +1,683 @@
+//! The consumer's fetch task, librdkafka's broker threads for a consumer folded into one tokio
+//! task: it finds where each assigned partition starts (the committed offset through the group,
+//! else `auto.offset.reset`; ListOffsets for beginning/end/tail), long-polls each partition's
+//! leader with FetchRequests (one in flight per broker; `fetch.wait.max.ms`, `fetch.min.bytes`,
+//! `fetch.max.bytes`, `max.partition.fetch.bytes`), and queues what comes back for `recv()`.
+//!
+//! Errors as librdkafka handles them (`rdkafka_fetcher.c`): `OFFSET_OUT_OF_RANGE` resets the
+//! partition by `auto.offset.reset`; `NOT_LEADER_OR_FOLLOWER`, `UNKNOWN_TOPIC_OR_PARTITION`,
+//! `LEADER_NOT_AVAILABLE`, the leader-epoch errors and a lost connection refresh the metadata
+//! (the producer's cache, `producer::metadata`) and retry after `retry.backoff.ms`. Paused
+//! partitions are not fetched. It also runs the auto-commit timer. Spawned on the task that
+//! creates the consumer (inside a simulation node it belongs to the node); it ends when the
+//! consumer is dropped.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use bytes::{Buf, Bytes};
+use kafka_protocol::messages::{
+    BrokerId, FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse, MetadataResponse, TopicName,
+    fetch_request, list_offsets_request,
+};
+use kafka_protocol::records::{RecordBatchDecoder, TimestampType};
+use tokio::sync::{Notify, mpsc, oneshot};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use crate::client::Client;
+use crate::rdkafka::consumer::positions::{QUEUED_MIN_MESSAGES, Queued, Start, State, Tp};
+use crate::rdkafka::consumer::settings::{ConsumerSettings, OffsetReset};
+use crate::rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode as Code};
+use crate::rdkafka::message::{Header, OwnedHeaders, OwnedMessage, Timestamp};
+use crate::rdkafka::net::{Dialer, Stream};
+use crate::rdkafka::producer::metadata::{METADATA_VERSION, Metadata};
+use crate::requests::string;
+
+/// The Fetch version sent (kafkasim serves 4–12, Apache Kafka 4.x 4–17; v12 is the last that
+/// names topics).
+pub const FETCH_VERSION: i16 = 11;
+/// The ListOffsets version sent (kafkasim 1–7, Apache Kafka 4.x 1–9).
+pub const LIST_OFFSETS_VERSION: i16 = 5;
+
+/// A committed-offset lookup's answer: per partition, the offset (None: none) and metadata.
+pub(crate) type CommittedReply = KafkaResult<Vec<(Tp, Option<i64>, Option<String>)>>;
+
+/// What the fetcher needs from the consumer that owns it (held weakly: the consumer going
+/// away ends the fetcher, not the other way round).
+pub(crate) trait Owner: Send + Sync {
+    /// Commits the stored offsets not yet committed (auto-commit), reporting through the
+    /// commit callback; nothing when there are none.
+    fn auto_commit(&self);
+    /// Asks the group for the committed offsets of `partitions`; `None` without a group.
+    fn lookup_committed(&self, partitions: Vec<Tp>) -> Option<oneshot::Receiver<CommittedReply>>;
+}
+
+/// Wake-ups between the handles and the fetcher.
+#[derive(Debug, Default)]
+pub(crate) struct Signals {
+    /// Something was queued for `recv()`.
+    pub data: Notify,
+    /// The assignment, a position or a pause changed, or a queue drained: look again.
+    pub fetcher: Notify,
+}
+
+type Conn = Client<Stream>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    Fetch,
+    List,
+}
+
+enum Done {
+    Metadata(Result<MetadataResponse, String>),
+    Fetch { broker: i32, conn: Option<Conn>, asked: Vec<(Tp, u64, i64)>, result: Option<FetchResponse> },
+    List { broker: i32, conn: Option<Conn>, asked: Vec<(Tp, u64, i64)>, result: Option<ListOffsetsResponse> },
+    Committed { asked: Vec<(Tp, u64)>, result: CommittedReply },
+}
+
+struct Fetcher {
+    s: Arc<ConsumerSettings>,
+    dialer: Dialer,
+    state: Arc<Mutex<State>>,
+    signals: Arc<Signals>,
+    owner: Weak<dyn Owner>,
+    has_group: bool,
+    alive: mpsc::UnboundedReceiver<()>,
+    metadata: Metadata,
+    metadata_due: bool,
+    metadata_busy: bool,
+    metadata_next_refresh: Option<Instant>,
+    bootstrap_next: usize,
+    idle: BTreeMap<(i32, Kind), Conn>,
+    busy: BTreeSet<(i32, Kind)>,
+    tasks: JoinSet<Done>,
+    auto_commit_at: Option<Instant>,
+}
+
+/// Spawns the fetcher; it ends when `alive`'s sender is dropped.
+pub(crate) fn spawn(
+    s: Arc<ConsumerSettings>,
+    dialer: Dialer,
+    state: Arc<Mutex<State>>,
+    signals: Arc<Signals>,
+    owner: Weak<dyn Owner>,
+    alive: mpsc::UnboundedReceiver<()>,
+) {
+    let has_group = s.group_id.is_some();
+    let auto_commit_at = (has_group && s.auto_commit).then(|| Instant::now() + s.auto_commit_interval);
+    let f = Fetcher {
+        s,
+        dialer,
+        state,
+        signals,
+        owner,
+        has_group,
+        alive,
+        metadata: Metadata::default(),
+        metadata_due: false,
+        metadata_busy: false,
+        metadata_next_refresh: None,
+        bootstrap_next: 0,
+        idle: BTreeMap::new(),
+        busy: BTreeSet::new(),
+        tasks: JoinSet::new(),
+        auto_commit_at,
+    };
+    drop(tokio::spawn(f.run()));
+}
+
+fn leader_error(code: i16) -> bool {
+    matches!(code, 3 | 5 | 6 | 9 | 74 | 75)
+}
+
+/// Where `auto.offset.reset` sends a partition; an error for the application with `Error`.
+fn reset(s: &ConsumerSettings) -> (Start, Option<KafkaError>) {
+    match s.offset_reset {
+        OffsetReset::Earliest => (Start::List { timestamp: -2, tail: 0 }, None),
+        OffsetReset::Latest => (Start::List { timestamp: -1, tail: 0 }, None),
+        OffsetReset::Error => (Start::Failed, Some(KafkaError::MessageConsumption(Code::AutoOffsetReset))),
+    }
+}
+
+impl Fetcher {
+    async fn run(mut self) {
+        loop {
+            let now = Instant::now();
+            if self.auto_commit_at.is_some_and(|t| t <= now) {
+                self.auto_commit_at = Some(now + self.s.auto_commit_interval.max(Duration::from_millis(1)));
+                match self.owner.upgrade() {
+                    Some(owner) => owner.auto_commit(),
+                    None => return,
+                }
+            }
+            let wake = self.plan(now);
+            tokio::select! {
+                biased;
+                Some(done) = self.tasks.join_next(), if !self.tasks.is_empty() => match done {
+                    Ok(done) => self.done(done),
+                    Err(e) => panic!("a kafkasim::rdkafka consumer request task failed: {e}"),
+                },
+                None = self.alive.recv() => return,
+                () = self.signals.fetcher.notified() => {}
+                () = sleep_until(wake) => {}
+            }
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Starts what is due; returns when to look again without a completion or a signal.
+    fn plan(&mut self, now: Instant) -> Option<Instant> {
+        let mut wake: Vec<Instant> = self.auto_commit_at.into_iter().collect();
+        let mut fetches: BTreeMap<i32, Vec<(Tp, u64, i64)>> = BTreeMap::new();
+        let mut lists: BTreeMap<i32, Vec<(Tp, u64, i64, i64)>> = BTreeMap::new();
+        let mut lookups: Vec<(Tp, u64)> = Vec::new();
+        let mut errors = Vec::new();
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        for (tp, p) in state.partitions.iter_mut() {
+            if p.busy || p.start == Start::Failed {
+                continue;
+            }
+            if let Some(t) = p.not_before.filter(|t| *t > now) {
+                wake.push(t);
+                continue;
+            }
+            let start = match p.start {
+                Start::Committed if self.has_group => {
+                    p.busy = true;
+                    lookups.push((tp.clone(), p.version));
+                    continue;
+                }
+                Start::Committed => {
+                    let (start, error) = reset(&self.s);
+                    p.start = start;
+                    errors.extend(error.map(|e| (tp.clone(), p.version, e)));
+                    start
+                }
+                s => s,
+            };
+            if matches!(start, Start::At(_)) && (p.paused || p.buffered >= QUEUED_MIN_MESSAGES) {
+                continue;
+            }
+            if self.metadata.want(&tp.0, now) {
+                self.metadata_due = true;
+                continue;
+            }
+            let Some((leader, _)) = self.metadata.leader(&tp.0, tp.1) else {
+                self.metadata_due = true;
+                continue;
+            };
+            match start {
+                Start::At(offset) if !self.busy.contains(&(leader, Kind::Fetch)) => {
+                    p.busy = true;
+                    fetches.entry(leader).or_default().push((tp.clone(), p.version, offset));
+                }
+                Start::List { timestamp, tail } if !self.busy.contains(&(leader, Kind::List)) => {
+                    p.busy = true;
+                    lists.entry(leader).or_default().push((tp.clone(), p.version, timestamp, tail));
+                }
+                _ => {}
+            }
+        }
+        let queued = !errors.is_empty();
+        for (tp, version, error) in errors {
+            state.queue.push_back(Queued::Error { tp: Some((tp, version)), error });
+        }
+        drop(state);
+        if queued {
+            self.signals.data.notify_waiters();
+        }
+        for (broker, asked) in fetches {
+            self.fetch(broker, asked);
+        }
+        for (broker, asked) in lists {
+            self.list(broker, asked);
+        }
+        if !lookups.is_empty() {
+            self.lookup(lookups, now);
+        }
+        self.start_metadata(now);
+        if self.metadata_due || !self.lock().partitions.is_empty() {
+            wake.extend(self.metadata_next_refresh);
+        }
+        wake.into_iter().filter(|t| *t > now).min()
+    }
+
+    fn lookup(&mut self, asked: Vec<(Tp, u64)>, now: Instant) {
+        let rx =
+            self.owner.upgrade().and_then(|o| o.lookup_committed(asked.iter().map(|(tp, _)| tp.clone()).collect()));
+        let Some(rx) = rx else {
+            let mut st = self.lock();
+            for (tp, version) in &asked {
+                if let Some(p) = st.partitions.get_mut(tp).filter(|p| p.version == *version) {
+                    p.busy = false;
+                    p.not_before = Some(now + self.s.retry_backoff);
+                }
+            }
+            return;
+        };
+        self.tasks.spawn(async move {
+            let result = rx.await.unwrap_or(Err(KafkaError::OffsetFetch(Code::BrokerDestroy)));
+            Done::Committed { asked, result }
+        });
+    }
+
+    fn next_bootstrap(&mut self) -> String {
+        let mut all = self.metadata.addresses();
+        all.extend(self.s.bootstrap.iter().cloned());
+        let addr = all[self.bootstrap_next % all.len()].clone();
+        self.bootstrap_next = self.bootstrap_next.wrapping_add(1);
+        addr
+    }
+
+    fn start_metadata(&mut self, now: Instant) {
+        if self.metadata_next_refresh.is_some_and(|t| t <= now) {
+            self.metadata_next_refresh = None;
+            self.metadata_due = true;
+        }
+        if !self.metadata_due || self.metadata_busy || self.metadata.topics().is_empty() {
+            return;
+        }
+        self.metadata_due = false;
+        self.metadata_busy = true;
+        let request = Metadata::request(&self.metadata.topics(), self.s.auto_create_topics);
+        let (dialer, addr, id, timeout) =
+            (self.dialer.clone(), self.next_bootstrap(), self.s.client_id.clone(), self.s.socket_timeout);
+        self.tasks.spawn(async move {
+            let result = tokio::time::timeout(timeout, async {
+                let stream = dialer.dial(&addr).await.map_err(|e| e.to_string())?;
+                Client::new(stream, &id).send(request, METADATA_VERSION).await.map_err(|e| e.to_string())
+            })
+            .await
+            .unwrap_or_else(|_| Err("metadata request timed out".into()));
+            Done::Metadata(result)
+        });
+    }
+
+    fn connection(&mut self, broker: i32, kind: Kind) -> (Option<Conn>, String) {
+        self.busy.insert((broker, kind));
+        (self.idle.remove(&(broker, kind)), self.metadata.address(broker).unwrap_or_default().to_string())
+    }
+
+    fn fetch(&mut self, broker: i32, asked: Vec<(Tp, u64, i64)>) {
+        let mut topics: BTreeMap<&str, Vec<fetch_request::FetchPartition>> = BTreeMap::new();
+        for ((topic, partition), _, offset) in &asked {
+            topics.entry(topic.as_str()).or_default().push(
+                fetch_request::FetchPartition::default()
+                    .with_partition(*partition)
+                    .with_current_leader_epoch(-1)
+                    .with_fetch_offset(*offset)
+                    .with_log_start_offset(-1)
+                    .with_partition_max_bytes(self.s.partition_fetch_max_bytes),
+            );
+        }
+        let wait = self.s.fetch_wait_max;
+        let request = FetchRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_max_wait_ms(i32::try_from(wait.as_millis()).unwrap_or(i32::MAX))
+            .with_min_bytes(self.s.fetch_min_bytes)
+            .with_max_bytes(self.s.fetch_max_bytes)
+            .with_isolation_level(i8::from(self.s.read_committed))
+            .with_session_id(0)
+            .with_session_epoch(-1)
+            .with_topics(
+                topics
+                    .into_iter()
+                    .map(|(t, parts)| {
+                        fetch_request::FetchTopic::default().with_topic(TopicName(string(t))).with_partitions(parts)
+                    })
+                    .collect(),
+            );
+        let (conn, addr) = self.connection(broker, Kind::Fetch);
+        let (dialer, id, timeout) = (self.dialer.clone(), self.s.client_id.clone(), self.s.socket_timeout + wait);
+        self.tasks.spawn(async move {
+            let (conn, result) = exchange(conn, dialer, addr, id, timeout, request, FETCH_VERSION).await;
+            Done::Fetch { broker, conn, asked, result }
+        });
+    }
+
+    fn list(&mut self, broker: i32, asked: Vec<(Tp, u64, i64, i64)>) {
+        let mut topics: BTreeMap<&str, Vec<list_offsets_request::ListOffsetsPartition>> = BTreeMap::new();
+        for ((topic, partition), _, timestamp, _) in &asked {
+            topics.entry(topic.as_str()).or_default().push(
+                list_offsets_request::ListOffsetsPartition::default()
+                    .with_partition_index(*partition)
+                    .with_current_leader_epoch(-1)
+                    .with_timestamp(*timestamp),
+            );
+        }
+        let request = ListOffsetsRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_isolation_level(i8::from(self.s.read_committed))
+            .with_topics(
+                topics
+                    .into_iter()
+                    .map(|(t, parts)| {
+                        list_offsets_request::ListOffsetsTopic::default()
+                            .with_name(TopicName(string(t)))
+                            .with_partitions(parts)
+                    })
+                    .collect(),
+            );
+        let asked = asked.into_iter().map(|(tp, v, _, tail)| (tp, v, tail)).collect();
+        let (conn, addr) = self.connection(broker, Kind::List);
+        let (dialer, id, timeout) = (self.dialer.clone(), self.s.client_id.clone(), self.s.socket_timeout);
+        self.tasks.spawn(async move {
+            let (conn, result) = exchange(conn, dialer, addr, id, timeout, request, LIST_OFFSETS_VERSION).await;
+            Done::List { broker, conn, asked, result }
+        });
+    }
+
+    fn done(&mut self, done: Done) {
+        let now = Instant::now();
+        let backoff = now + self.s.retry_backoff;
+        match done {
+            Done::Metadata(result) => {
+                self.metadata_busy = false;
+                match result {
+                    Ok(resp) => {
+                        self.metadata.update(&resp, now);
+                        let st = self.lock();
+                        let missing = st.partitions.keys().any(|(t, p)| self.metadata.leader(t, *p).is_none());
+                        drop(st);
+                        self.metadata_next_refresh =
+                            if missing { Some(backoff) } else { self.s.metadata_refresh.map(|d| now + d) };
+                    }
+                    Err(_) => self.metadata_next_refresh = Some(backoff),
+                }
+            }
+            Done::Committed { asked, result } => {
+                let mut errors = Vec::new();
+                let state = Arc::clone(&self.state);
+                let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
+                for (tp, version) in &asked {
+                    let Some(p) = st.partitions.get_mut(tp).filter(|p| p.version == *version) else { continue };
+                    p.busy = false;
+                    let found = match &result {
+                        Err(_) => {
+                            p.not_before = Some(backoff);
+                            continue;
+                        }
+                        Ok(list) => list.iter().find(|(t, _, _)| t == tp).and_then(|(_, o, _)| *o).filter(|o| *o >= 0),
+                    };
+                    match found {
+                        Some(offset) => {
+                            p.start = Start::At(offset);
+                            p.committed = Some(offset);
+                        }
+                        None => {
+                            let (start, error) = reset(&self.s);
+                            p.start = start;
+                            errors.extend(error.map(|e| (tp.clone(), p.version, e)));
+                        }
+                    }
+                }
+                self.queue_errors(&mut st, errors);
+            }
+            Done::List { broker, conn, asked, result } => {
+                self.busy.remove(&(broker, Kind::List));
+                let mut errors = Vec::new();
+                let state = Arc::clone(&self.state);
+                let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
+                for (tp, version, tail) in &asked {
+                    let Some(p) = st.partitions.get_mut(tp).filter(|p| p.version == *version) else { continue };
+                    p.busy = false;
+                    let part = result.as_ref().and_then(|r| {
+                        r.topics
+                            .iter()
+                            .filter(|t| t.name.0.as_str() == tp.0)
+                            .flat_map(|t| t.partitions.iter())
+                            .find(|lp| lp.partition_index == tp.1)
+                    });
+                    match part {
+                        Some(lp) if lp.error_code == 0 => p.start = Start::At((lp.offset - tail).max(0)),
+                        Some(lp) if !leader_error(lp.error_code) => {
+                            p.not_before = Some(backoff);
+                            errors.push((
+                                tp.clone(),
+                                p.version,
+                                KafkaError::MessageConsumption(Code::from(lp.error_code)),
+                            ));
+                        }
+                        _ => {
+                            self.metadata_due = true;
+                            p.not_before = Some(backoff);
+                        }
+                    }
+                }
+                self.queue_errors(&mut st, errors);
+                drop(st);
+                if let Some(c) = conn {
+                    self.idle.insert((broker, Kind::List), c);
+                }
+            }
+            Done::Fetch { broker, conn, asked, result } => {
+                self.busy.remove(&(broker, Kind::Fetch));
+                let mut errors = Vec::new();
+                let mut queued = false;
+                let state = Arc::clone(&self.state);
+                let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
+                for (tp, version, offset) in &asked {
+                    let Some(p) = st.partitions.get_mut(tp).filter(|p| p.version == *version) else { continue };
+                    p.busy = false;
+                    let part = result.as_ref().and_then(|r| {
+                        r.responses
+                            .iter()
+                            .filter(|t| t.topic.0.as_str() == tp.0)
+                            .flat_map(|t| t.partitions.iter())
+                            .find(|fp| fp.partition_index == tp.1)
+                    });
+                    let Some(part) = part else {
+                        self.metadata_due |= result.is_none();
+                        p.not_before = Some(backoff);
+                        continue;
+                    };
+                    match part.error_code {
+                        0 => {
+                            let records = part.records.clone().unwrap_or_default();
+                            let (messages, next) = decode(&tp.0, tp.1, &records, *offset);
+                            if p.start == Start::At(*offset) {
+                                p.start = Start::At(next);
+                            }
+                            p.buffered += messages.len();
+                            queued |= !messages.is_empty();
+                            let v = p.version;
+                            st.queue.extend(messages.into_iter().map(|message| Queued::Message {
+                                tp: tp.clone(),
+                                version: v,
+                                message,
+                            }));
+                        }
+                        1 => {
+                            let (start, error) = reset(&self.s);
+                            p.start = start;
+                            errors.extend(error.map(|e| (tp.clone(), p.version, e)));
+                        }
+                        c if leader_error(c) => {
+                            self.metadata_due = true;
+                            p.not_before = Some(backoff);
+                        }
+                        c => {
+                            p.not_before = Some(backoff);
+                            errors.push((tp.clone(), p.version, KafkaError::MessageConsumption(Code::from(c))));
+                        }
+                    }
+                }
+                self.queue_errors(&mut st, errors);
+                drop(st);
+                if queued {
+                    self.signals.data.notify_waiters();
+                }
+                if let Some(c) = conn {
+                    self.idle.insert((broker, Kind::Fetch), c);
+                }
+            }
+        }
+    }
+
+    fn queue_errors(&self, st: &mut State, errors: Vec<(Tp, u64, KafkaError)>) {
+        if errors.is_empty() {
+            return;
+        }
+        for (tp, version, error) in errors {
+            st.queue.push_back(Queued::Error { tp: Some((tp, version)), error });
+        }
+        self.signals.data.notify_waiters();
+    }
+}
+
+/// Sends `request` on `conn` (or a new connection to `addr`) within `timeout`; the connection
+/// back when it is still good.
+async fn exchange<R: kafka_protocol::protocol::Request>(
+    conn: Option<Conn>,
+    dialer: Dialer,
+    addr: String,
+    id: String,
+    timeout: Duration,
+    request: R,
+    version: i16,
+) -> (Option<Conn>, Option<R::Response>) {
+    let attempt = async {
+        let mut conn = match conn {
+            Some(c) => c,
+            None => Client::new(dialer.dial(&addr).await.ok()?, &id),
+        };
+        let response = conn.send(request, version).await.ok()?;
+        Some((conn, response))
+    };
+    match tokio::time::timeout(timeout, attempt).await {
+        Ok(Some((conn, r))) => (Some(conn), Some(r)),
+        _ => (None, None),
+    }
+}
+
+/// The messages of a fetch response's `records` at `from` or after (control records and
+/// records of a batch before `from` skipped; a partial batch at the end ignored), and the next
+/// offset to fetch.
+fn decode(topic: &str, partition: i32, records: &Bytes, from: i64) -> (Vec<OwnedMessage>, i64) {
+    let mut buf = records.clone();
+    let mut out = Vec::new();
+    let mut next = from;
+    // A batch: base offset (8), length (4), then `length` bytes.
+    while buf.remaining() >= 12 {
+        let len = i32::from_be_bytes([buf[8], buf[9], buf[10], buf[11]]);
+        let Ok(total) = usize::try_from(len).map(|l| l + 12) else { break };
+        if buf.remaining() < total {
+            break;
+        }
+        let mut batch = buf.split_to(total);
+        let Ok(set) = RecordBatchDecoder::decode(&mut batch) else { break };
+        for r in set.records {
+            next = next.max(r.offset + 1);
+            if r.control || r.offset < from {
+                continue;
+            }
+            let headers = (!r.headers.is_empty()).then(|| {
+                r.headers.iter().fold(OwnedHeaders::new_with_capacity(r.headers.len()), |h, (k, v)| {
+                    h.insert(Header { key: k.as_str(), value: v.as_deref() })
+                })
+            });
+            let timestamp = match r.timestamp_type {
+                _ if r.timestamp < 0 => Timestamp::NotAvailable,
+                TimestampType::Creation => Timestamp::CreateTime(r.timestamp),
+                TimestampType::LogAppend => Timestamp::LogAppendTime(r.timestamp),
+            };
+            out.push(OwnedMessage::new(
+                r.value.map(|v| v.to_vec()),
+                r.key.map(|k| k.to_vec()),
+                topic.to_string(),
+                timestamp,
+                partition,
+                r.offset,
+                headers,
+            ));
+        }
+    }
+    (out, next)
+}
+
+/// Looks up offsets by timestamp (-2 earliest, -1 latest, or ms) outside the fetcher, for
+/// `fetch_watermarks` and `offsets_for_times`: metadata from a bootstrap broker, then one
+/// ListOffsets per query to the partition's leader.
+///
+/// # Errors
+/// `MetadataFetch(BrokerTransportFailure)` when no bootstrap broker answers the metadata.
+pub(crate) async fn list_offsets_once(
+    s: Arc<ConsumerSettings>,
+    dialer: Dialer,
+    queries: Vec<(Tp, i64)>,
+) -> KafkaResult<Vec<(Tp, KafkaResult<i64>)>> {
+    let topics: BTreeSet<String> = queries.iter().map(|((t, _), _)| t.clone()).collect();
+    let mut metadata = Metadata::default();
+    let mut answered = false;
+    for addr in &s.bootstrap {
+        let (_, resp) = exchange(
+            None,
+            dialer.clone(),
+            addr.clone(),
+            s.client_id.clone(),
+            s.socket_timeout,
+            Metadata::request(&topics, false),
+            METADATA_VERSION,
+        )
+        .await;
+        if let Some(resp) = resp {
+            metadata.update(&resp, Instant::now());
+            answered = true;
+            break;
+        }
+    }
+    if !answered {
+        return Err(KafkaError::MetadataFetch(Code::BrokerTransportFailure));
+    }
+    let mut conns: BTreeMap<String, Conn> = BTreeMap::new();
+    let mut out = Vec::with_capacity(queries.len());
+    for (tp, timestamp) in queries {
+        if let Some(crate::rdkafka::producer::metadata::TopicState::Failed { code, .. }) = metadata.topic(&tp.0) {
+            out.push((tp, Err(KafkaError::MetadataFetch(Code::from(*code)))));
+            continue;
+        }
+        let Some((_, addr)) = metadata.leader(&tp.0, tp.1) else {
+            out.push((tp, Err(KafkaError::MetadataFetch(Code::LeaderNotAvailable))));
+            continue;
+        };
+        let addr = addr.to_string();
+        let request = crate::requests::list_offsets(&tp.0, tp.1, timestamp);
+        let conn = conns.remove(&addr);
+        let (conn, resp) = exchange(
+            conn,
+            dialer.clone(),
+            addr.clone(),
+            s.client_id.clone(),
+            s.socket_timeout,
+            request,
+            LIST_OFFSETS_VERSION,
+        )
+        .await;
+        if let Some(c) = conn {
+            conns.insert(addr, c);
+        }
+        let part = resp
+            .as_ref()
+            .and_then(|r| r.topics.iter().flat_map(|t| t.partitions.iter()).find(|p| p.partition_index == tp.1));
+        let result = match part {
+            None => Err(KafkaError::MetadataFetch(Code::BrokerTransportFailure)),
+            Some(p) if p.error_code != 0 => Err(KafkaError::MetadataFetch(Code::from(p.error_code))),
+            Some(p) => Ok(p.offset),
+        };
+        out.push((tp, result));
+    }
+    Ok(out)
+}
+
+async fn sleep_until(t: Option<Instant>) {
+    match t {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
+}
