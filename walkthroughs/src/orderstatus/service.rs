@@ -1,0 +1,339 @@
+// The order-status service, written against rdkafka's API through the alias `kafka`. This file
+// is `include!`d by a module that declares the alias — `use kafkasim::rdkafka as kafka;` in the
+// walkthroughs crate (`orderstatus::service`), `use rdkafka as kafka;` in
+// `tests/orderstatus_rdkafka.rs` — and brings the client-independent types of
+// `orderstatus::model` into scope (`Status`, `OrderEvent`, `Advance`, `Served`, `Store`,
+// `Observer`, `CommitAnswer`, `ProjectorConfig`). No inner attributes here: the includer owns
+// the module.
+//
+// Two parts:
+// - the API ([`api`]): `POST /orders/{id}/{status}` produces an order event keyed by the order
+//   id (FutureProducer, acks=all, idempotence on) and answers once it is delivered;
+//   `GET /orders/{id}` serves the order's status from the store;
+// - the projector ([`projector`]): a consumer-group member (enable.auto.commit=false) that
+//   hands each record to its partition's worker task; the worker does the slow part, applies
+//   the event to the store, then commits the next offset with `CommitMode::Async`
+//   (at-least-once: process, then commit). Rebalance callbacks track which partitions this
+//   member owns, in which epoch; the commit callback reports each commit's answer.
+//
+// The planted bug (humus #757) is `ProjectorConfig::fence == false`: the revoke callback does
+// not wait for (or fence) the work in flight, so a worker that finishes after a rebalance
+// applies and commits a record of a partition this member no longer owns — the commit goes out
+// with the member's new generation, is accepted, and moves the new owner's committed offset
+// backward. With `fence` the worker checks, under the ownership lock the rebalance callbacks
+// take, that its partition is still owned in the epoch it received the record in; if not, it
+// drops the record (the new owner redoes it from the committed offset).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use kafka::client::ClientContext;
+use kafka::config::ClientConfig;
+use kafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer};
+use kafka::error::{KafkaError, KafkaResult};
+use kafka::message::{Message, OwnedMessage};
+use kafka::producer::{FutureProducer, FutureRecord};
+use kafka::{Offset, TopicPartitionList};
+
+/// The API's state: its producer, the topic, the store it serves from, the observer.
+#[derive(Clone)]
+pub struct Api {
+    producer: FutureProducer,
+    topic: String,
+    store: Arc<dyn Store>,
+    observer: Arc<dyn Observer>,
+}
+
+/// The API's producer: idempotent, acks=all, giving up on a record after `message_timeout`.
+///
+/// # Errors
+/// When the client cannot be created.
+pub fn api_producer(bootstrap: &str, client_id: &str, message_timeout: Duration) -> KafkaResult<FutureProducer> {
+    ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("client.id", client_id)
+        .set("acks", "all")
+        .set("enable.idempotence", "true")
+        .set("linger.ms", "2")
+        .set("message.timeout.ms", message_timeout.as_millis().to_string())
+        .create()
+}
+
+/// The API's router: `POST /orders/{id}/{status}` (body [`Advance`]) produces the order event
+/// and answers 200 once delivered (503 when the delivery failed, 400 for an unknown status);
+/// `GET /orders/{id}` answers [`Served`] from the store (404 for an unknown order).
+pub fn api(producer: FutureProducer, topic: &str, store: Arc<dyn Store>, observer: Arc<dyn Observer>) -> Router {
+    let state = Api { producer, topic: topic.to_string(), store, observer };
+    Router::new().route("/orders/{id}/{status}", post(advance)).route("/orders/{id}", get(status)).with_state(state)
+}
+
+async fn advance(
+    State(api): State<Api>,
+    Path((id, status)): Path<(String, String)>,
+    Json(body): Json<Advance>,
+) -> (StatusCode, String) {
+    let Some(status) = Status::parse(&status) else {
+        return (StatusCode::BAD_REQUEST, format!("unknown status {status:?}"));
+    };
+    let event = OrderEvent { order: id.clone(), status, request: body.request };
+    let value = serde_json::to_string(&event).expect("an order event serializes");
+    let done = api.observer.producing(&id, &value);
+    let record = FutureRecord::to(&api.topic).key(&id).payload(&value);
+    match api.producer.send(record, Duration::from_secs(1)).await {
+        Ok(delivery) => {
+            if let Some(done) = done {
+                done(Ok((delivery.partition, delivery.offset)));
+            }
+            (
+                StatusCode::OK,
+                format!("{id} {}: partition {} offset {}", status.name(), delivery.partition, delivery.offset),
+            )
+        }
+        Err((e, _)) => {
+            if let Some(done) = done {
+                done(Err(e.to_string()));
+            }
+            (StatusCode::SERVICE_UNAVAILABLE, format!("{id} {}: {e}", status.name()))
+        }
+    }
+}
+
+async fn status(State(api): State<Api>, Path(id): Path<String>) -> Result<Json<Served>, StatusCode> {
+    match api.store.get(&id) {
+        Some(status) => Ok(Json(Served { order: id, status })),
+        None => Err(StatusCode::NOT_FOUND),
+    }
+}
+
+/// Which partitions this member owns, and since which assignment (the epoch).
+#[derive(Default)]
+struct Ownership {
+    /// Bumped at every assignment.
+    epoch: u64,
+    /// (topic, partition) → the epoch it was assigned in.
+    owned: BTreeMap<(String, i32), u64>,
+    /// Commits asked for and not yet answered by the commit callback.
+    pending_commits: usize,
+    /// Set once the member is stopping: workers drop what they have not begun.
+    stopping: bool,
+}
+
+/// What the rebalance and commit callbacks share with the workers.
+struct Shared {
+    member: String,
+    fence: bool,
+    observer: Arc<dyn Observer>,
+    state: Mutex<Ownership>,
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Ownership> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The projector's consumer context: rebalance and commit callbacks.
+pub struct ProjectorContext {
+    shared: Arc<Shared>,
+}
+
+impl ClientContext for ProjectorContext {}
+
+impl ConsumerContext for ProjectorContext {
+    fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Revoke(partitions) = rebalance {
+            let lost = consumer.assignment_lost();
+            let mut state = self.shared.lock();
+            for p in partitions.elements() {
+                state.owned.remove(&(p.topic().to_string(), p.partition()));
+                self.shared.observer.revoked(&self.shared.member, p.topic(), p.partition(), lost);
+            }
+        }
+    }
+
+    fn post_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Assign(partitions) = rebalance {
+            let mut state = self.shared.lock();
+            state.epoch += 1;
+            let epoch = state.epoch;
+            for p in partitions.elements() {
+                state.owned.insert((p.topic().to_string(), p.partition()), epoch);
+                self.shared.observer.assigned(&self.shared.member, p.topic(), p.partition());
+            }
+        }
+    }
+
+    fn commit_callback(&self, result: KafkaResult<()>, offsets: &TopicPartitionList) {
+        let mut state = self.shared.lock();
+        state.pending_commits = state.pending_commits.saturating_sub(1);
+        for p in offsets.elements() {
+            let Offset::Offset(offset) = p.offset() else { continue };
+            let answer = match (&result, p.error()) {
+                (Err(e), _) => commit_answer(e),
+                (Ok(()), Err(e)) => commit_answer(&e),
+                (Ok(()), Ok(())) => CommitAnswer::Accepted,
+            };
+            self.shared.observer.committed(&self.shared.member, p.topic(), p.partition(), offset, answer);
+        }
+    }
+}
+
+/// A commit error as the models read it: a broker's refusal (a Kafka error code) or a local
+/// error (it may have been stored).
+fn commit_answer(e: &KafkaError) -> CommitAnswer {
+    match e.rdkafka_error_code().map(|c| c as i32) {
+        Some(code) if code > 0 => CommitAnswer::Refused(code),
+        _ => CommitAnswer::Unknown(e.to_string()),
+    }
+}
+
+/// The projector's consumer.
+type Projector = StreamConsumer<ProjectorContext>;
+
+fn projector_consumer(config: &ProjectorConfig, shared: &Arc<Shared>) -> KafkaResult<Projector> {
+    let mut client = ClientConfig::new();
+    client
+        .set("bootstrap.servers", &config.bootstrap)
+        .set("group.id", &config.group)
+        .set("client.id", &config.client_id)
+        .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("session.timeout.ms", config.session_timeout.as_millis().to_string())
+        .set("heartbeat.interval.ms", config.heartbeat_interval.as_millis().to_string())
+        .set("max.poll.interval.ms", config.max_poll_interval.as_millis().to_string());
+    for (k, v) in &config.extra {
+        client.set(k, v);
+    }
+    client.create_with_context(ProjectorContext { shared: Arc::clone(shared) })
+}
+
+/// A record handed to its partition's worker, with the epoch its partition was owned in.
+struct Work {
+    message: OwnedMessage,
+    epoch: u64,
+}
+
+/// One partition's worker: handles its records one at a time, in offset order.
+async fn worker(
+    consumer: Arc<Projector>,
+    shared: Arc<Shared>,
+    store: Arc<dyn Store>,
+    config: Arc<ProjectorConfig>,
+    mut queue: tokio::sync::mpsc::UnboundedReceiver<Work>,
+) {
+    let still_owned = |state: &Ownership, m: &OwnedMessage, epoch: u64| {
+        state.owned.get(&(m.topic().to_string(), m.partition())) == Some(&epoch)
+    };
+    while let Some(Work { message, epoch }) = queue.recv().await {
+        {
+            let state = shared.lock();
+            if state.stopping || (shared.fence && !still_owned(&state, &message, epoch)) {
+                continue;
+            }
+        }
+        // The slow part (a payment provider, a warehouse): the partition may be revoked meanwhile.
+        tokio::time::sleep(config.processing_of(message.offset())).await;
+        let mut state = shared.lock();
+        if shared.fence && !still_owned(&state, &message, epoch) {
+            // Revoked (or re-assigned since): the new owner redoes it from the committed offset.
+            continue;
+        }
+        let (topic, partition, offset) = (message.topic(), message.partition(), message.offset());
+        shared.observer.begin(&shared.member, topic, partition, offset);
+        let payload = message.payload().unwrap_or_default();
+        if let Ok(event) = serde_json::from_slice::<OrderEvent>(payload) {
+            store.apply(&event.order, event.status);
+        }
+        shared.observer.processed(&shared.member, topic, partition, offset, payload);
+        let mut next = TopicPartitionList::new();
+        if next.add_partition_offset(topic, partition, Offset::Offset(offset + 1)).is_err() {
+            continue;
+        }
+        shared.observer.committing(&shared.member, topic, partition, offset + 1);
+        match consumer.commit(&next, CommitMode::Async) {
+            Ok(()) => state.pending_commits += 1,
+            Err(e) => shared.observer.committed(&shared.member, topic, partition, offset + 1, commit_answer(&e)),
+        }
+    }
+}
+
+/// Runs one projector replica until `shutdown` resolves: subscribes, hands records to their
+/// partitions' workers, and on shutdown stops taking records, lets the workers finish what they
+/// began, waits (up to `drain_timeout`) for its commits' answers, and closes the consumer (which
+/// leaves the group).
+///
+/// # Errors
+/// When the consumer cannot be created or subscribe.
+pub async fn projector(
+    config: ProjectorConfig,
+    store: Arc<dyn Store>,
+    observer: Arc<dyn Observer>,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), KafkaError> {
+    let shared = Arc::new(Shared {
+        member: config.client_id.clone(),
+        fence: config.fence,
+        observer: Arc::clone(&observer),
+        state: Mutex::new(Ownership::default()),
+    });
+    let consumer = Arc::new(projector_consumer(&config, &shared)?);
+    consumer.subscribe(&[config.topic.as_str()])?;
+    let config = Arc::new(config);
+    let mut workers = tokio::task::JoinSet::new();
+    let mut queues: BTreeMap<(String, i32), tokio::sync::mpsc::UnboundedSender<Work>> = BTreeMap::new();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            () = &mut shutdown => break,
+            received = consumer.recv() => {
+                let message = match received {
+                    Ok(m) => m.detach(),
+                    // Errors surface from recv (a broker down, max.poll exceeded): keep polling.
+                    Err(_) => continue,
+                };
+                let tp = (message.topic().to_string(), message.partition());
+                let Some(epoch) = shared.lock().owned.get(&tp).copied() else { continue };
+                let queue = queues.entry(tp).or_insert_with(|| {
+                    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+                    let worker = worker(Arc::clone(&consumer), Arc::clone(&shared), Arc::clone(&store), Arc::clone(&config), rx);
+                    workers.spawn(worker);
+                    tx
+                });
+                let _ = queue.send(Work { message, epoch });
+            }
+        }
+    }
+    observer.stopping(&config.client_id);
+    shared.lock().stopping = true;
+    queues.clear();
+    // Drain: the workers finish what they began; the commit callbacks are served from recv.
+    let drained = async {
+        while workers.join_next().await.is_some() {}
+        while shared.lock().pending_commits > 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    let polling = async {
+        loop {
+            let _ = consumer.recv().await;
+        }
+    };
+    let _ = tokio::time::timeout(config.drain_timeout, async {
+        tokio::select! {
+            () = drained => {}
+            () = polling => {}
+        }
+    })
+    .await;
+    workers.abort_all();
+    while workers.join_next().await.is_some() {}
+    // Closing the consumer runs the revoke callbacks and leaves the group.
+    drop(consumer);
+    observer.left(&config.client_id);
+    Ok(())
+}
