@@ -115,6 +115,9 @@ pub(crate) fn commit_codes(offsets: &[(Tp, i64, Option<String>)], r: &OffsetComm
         .collect()
 }
 
+/// A partition's committed offset (`None`: none) and metadata.
+pub(crate) type Committed = (Tp, Option<i64>, Option<String>);
+
 /// OffsetFetch of `partitions` for `group`.
 pub(crate) fn fetch_request(group: &str, partitions: &[Tp]) -> OffsetFetchRequest {
     let mut topics: Vec<offset_fetch_request::OffsetFetchRequestTopic> = Vec::new();
@@ -136,10 +139,7 @@ pub(crate) fn fetch_request(group: &str, partitions: &[Tp]) -> OffsetFetchReques
 
 /// The committed offsets of `partitions` (offset -1: none), or the first error code: the
 /// response's, else a partition's.
-pub(crate) fn fetch_results(
-    partitions: &[Tp],
-    r: &OffsetFetchResponse,
-) -> Result<Vec<(Tp, Option<i64>, Option<String>)>, i16> {
+pub(crate) fn fetch_results(partitions: &[Tp], r: &OffsetFetchResponse) -> Result<Vec<Committed>, i16> {
     if r.error_code != 0 {
         return Err(r.error_code);
     }
