@@ -266,6 +266,9 @@ pub enum KafkaError {
     Global(RDKafkaErrorCode),
     /// A consumed message is an error.
     MessageConsumption(RDKafkaErrorCode),
+    /// The consumer hit a fatal error and can consume no more (a static member fenced by
+    /// another instance with its `group.instance.id`: `FencedInstanceId`).
+    MessageConsumptionFatal(RDKafkaErrorCode),
     /// A message was not delivered.
     MessageProduction(RDKafkaErrorCode),
     /// Metadata could not be fetched.
@@ -297,6 +300,7 @@ impl KafkaError {
             KafkaError::Flush(c)
             | KafkaError::Global(c)
             | KafkaError::MessageConsumption(c)
+            | KafkaError::MessageConsumptionFatal(c)
             | KafkaError::MessageProduction(c)
             | KafkaError::MetadataFetch(c)
             | KafkaError::ConsumerCommit(c)
@@ -318,6 +322,7 @@ impl fmt::Display for KafkaError {
             KafkaError::Flush(e) => write!(f, "Flush error: {e}"),
             KafkaError::Global(e) => write!(f, "Global error: {e}"),
             KafkaError::MessageConsumption(e) => write!(f, "Message consumption error: {e}"),
+            KafkaError::MessageConsumptionFatal(e) => write!(f, "(Fatal) Message consumption error: {e}"),
             KafkaError::MessageProduction(e) => write!(f, "Message production error: {e}"),
             KafkaError::MetadataFetch(e) => write!(f, "Meta data fetch error: {e}"),
             KafkaError::NoMessageReceived => write!(f, "No message received within the given poll interval"),

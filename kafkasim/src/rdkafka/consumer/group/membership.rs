@@ -355,7 +355,7 @@ impl Group {
 
     fn fenced(&mut self) {
         self.fatal = true;
-        self.emit(GroupEvent::Error(KafkaError::MessageConsumption(Code::FencedInstanceId)));
+        self.emit(GroupEvent::Error(KafkaError::MessageConsumptionFatal(Code::FencedInstanceId)));
         if let Some(all) = self.assignment.take() {
             self.emit(GroupEvent::Lost { partitions: all.into_iter().collect() });
         }
