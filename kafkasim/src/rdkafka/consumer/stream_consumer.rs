@@ -52,29 +52,27 @@ impl FromClientConfigAndContext<DefaultClientContext> for StreamConsumer<Default
 impl<C: ConsumerContext> StreamConsumer<C> {
     /// The next message (or a consumption error), waiting for one. Rebalances the group decided
     /// are applied first, running the context's callbacks on this task.
-    pub fn recv(&self) -> impl Future<Output = Result<BorrowedMessage<'_>, KafkaError>> + Send + '_ {
-        async move {
-            let inner = &self.base.inner;
-            if let Some(g) = &inner.group {
-                g.send(GroupCommand::Polled);
+    pub async fn recv(&self) -> Result<BorrowedMessage<'_>, KafkaError> {
+        let inner = &self.base.inner;
+        if let Some(g) = &inner.group {
+            g.send(GroupCommand::Polled);
+        }
+        let mut waiting: Option<InPoll<'_>> = None;
+        loop {
+            let notified = inner.signals.data.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if let Some(r) = inner.poll_once(&self.base) {
+                drop(waiting);
+                return r.map(BorrowedMessage::new);
             }
-            let mut waiting: Option<InPoll<'_>> = None;
-            loop {
-                let notified = inner.signals.data.notified();
-                tokio::pin!(notified);
-                notified.as_mut().enable();
-                if let Some(r) = inner.poll_once(&self.base) {
-                    drop(waiting);
-                    return r.map(BorrowedMessage::new);
-                }
-                if waiting.is_none()
-                    && let Some(g) = &inner.group
-                {
-                    g.send(GroupCommand::InPoll(true));
-                    waiting = Some(InPoll(g));
-                }
-                notified.await;
+            if waiting.is_none()
+                && let Some(g) = &inner.group
+            {
+                g.send(GroupCommand::InPoll(true));
+                waiting = Some(InPoll(g));
             }
+            notified.await;
         }
     }
 
