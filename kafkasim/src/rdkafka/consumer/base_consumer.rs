@@ -10,19 +10,18 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::rdkafka::config::ClientConfig;
+use crate::rdkafka::consumer::commit::Offsets;
 use crate::rdkafka::consumer::fetcher::{self, CommittedReply, Owner, Signals};
-use crate::rdkafka::consumer::group::{self, CommitReply, GroupCommand, GroupEvent, GroupHandle, GroupSettings};
+use crate::rdkafka::consumer::group::{self, GroupCommand, GroupEvent, GroupHandle, GroupSettings};
 use crate::rdkafka::consumer::positions::{Queued, State, Tp};
 use crate::rdkafka::consumer::settings::ConsumerSettings;
+use crate::rdkafka::consumer::wire;
 use crate::rdkafka::consumer::{CommitMode, Consumer, ConsumerContext, Rebalance, RebalanceProtocol};
 use crate::rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode as Code};
 use crate::rdkafka::message::{BorrowedMessage, Message, OwnedMessage};
 use crate::rdkafka::net::Dialer;
 use crate::rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use crate::rdkafka::util::Timeout;
-
-/// Offsets to commit: partition, next offset to read, metadata.
-type Offsets = Vec<(Tp, i64, Option<String>)>;
 
 /// What the handles share.
 pub(crate) struct Inner<C> {
@@ -51,20 +50,8 @@ impl<C: ConsumerContext> std::fmt::Debug for BaseConsumer<C> {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn tpl_of(offsets: &Offsets) -> TopicPartitionList {
-    let mut tpl = TopicPartitionList::with_capacity(offsets.len());
-    for ((t, p), o, m) in offsets {
-        let mut e = tpl.add_partition(t, *p);
-        let _ = e.set_offset(Offset::Offset(*o));
-        if let Some(m) = m {
-            e.set_metadata(m);
-        }
-    }
-    tpl
 }
 
 fn tps(tpl: &TopicPartitionList) -> Vec<Tp> {
@@ -79,102 +66,13 @@ fn tpl_of_tps(partitions: &[Tp]) -> TopicPartitionList {
     tpl
 }
 
-/// Waits for a commit's answer; notes what was committed; the result and the list (each
-/// element with its partition's error).
-async fn finish_commit(
-    state: Arc<Mutex<State>>,
-    offsets: Offsets,
-    rx: oneshot::Receiver<CommitReply>,
-) -> (KafkaResult<()>, TopicPartitionList) {
-    let mut tpl = tpl_of(&offsets);
-    let reply = rx.await.unwrap_or(Err(KafkaError::ConsumerCommit(Code::BrokerDestroy)));
-    match reply {
-        Err(e) => {
-            let code = e.rdkafka_error_code().unwrap_or(Code::Fail);
-            for ((t, p), _, _) in &offsets {
-                tpl.set_error(t, *p, code);
-            }
-            (Err(e), tpl)
-        }
-        Ok(results) => {
-            let mut first = Ok(());
-            let mut st = lock(&state);
-            for (tp, r) in results {
-                match r {
-                    Ok(()) => {
-                        if let Some((_, o, _)) = offsets.iter().find(|(t, _, _)| *t == tp) {
-                            st.committed(&tp, *o);
-                        }
-                    }
-                    Err(e) => {
-                        let code = e.rdkafka_error_code().unwrap_or(Code::Fail);
-                        tpl.set_error(&tp.0, tp.1, code);
-                        if first.is_ok() {
-                            first = Err(KafkaError::ConsumerCommit(code));
-                        }
-                    }
-                }
-            }
-            (first, tpl)
-        }
-    }
-}
-
 impl<C: ConsumerContext> Inner<C> {
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
         lock(&self.state)
     }
 
-    fn wake_fetcher(&self) {
+    pub(crate) fn wake_fetcher(&self) {
         self.signals.fetcher.notify_one();
-    }
-
-    /// Queues a commit of `offsets`; the future of its result (see [`Consumer::commit`]).
-    fn commit_offsets(
-        &self,
-        offsets: Offsets,
-        mode: CommitMode,
-    ) -> impl Future<Output = KafkaResult<()>> + Send + 'static {
-        let (state, signals, context) = (Arc::clone(&self.state), Arc::clone(&self.signals), Arc::clone(&self.context));
-        let mut early: Option<KafkaResult<()>> = None;
-        let mut pending = None;
-        match &self.group {
-            None => early = Some(Err(KafkaError::ConsumerCommit(Code::UnknownGroup))),
-            Some(_) if offsets.is_empty() => {
-                let error = KafkaError::ConsumerCommit(Code::NoOffset);
-                if mode == CommitMode::Async {
-                    self.lock().queue.push_back(Queued::Commit(Err(error), TopicPartitionList::new()));
-                    self.signals.data.notify_waiters();
-                    early = Some(Ok(()));
-                } else {
-                    early = Some(Err(error));
-                }
-            }
-            Some(g) => {
-                let (reply, rx) = oneshot::channel();
-                g.send(GroupCommand::Commit { offsets: offsets.clone(), reply });
-                if mode == CommitMode::Async {
-                    let (state, signals, offsets) = (Arc::clone(&state), Arc::clone(&signals), offsets.clone());
-                    drop(tokio::spawn(async move {
-                        let (result, tpl) = finish_commit(Arc::clone(&state), offsets, rx).await;
-                        lock(&state).queue.push_back(Queued::Commit(result, tpl));
-                        signals.data.notify_waiters();
-                    }));
-                    early = Some(Ok(()));
-                } else {
-                    pending = Some(rx);
-                }
-            }
-        }
-        async move {
-            if let Some(r) = early {
-                return r;
-            }
-            let rx = pending.expect("a sync commit was sent");
-            let (result, tpl) = finish_commit(state, offsets, rx).await;
-            context.commit_callback(result.clone(), &tpl);
-            result
-        }
     }
 
     /// The next thing for the application: a message or an error, after applying the group
@@ -388,7 +286,7 @@ impl<C: ConsumerContext> BaseConsumer<C> {
     ) -> impl Future<Output = KafkaResult<Vec<(Tp, KafkaResult<i64>)>>> + Send + 'static {
         let (s, dialer) = (Arc::clone(&self.inner.s), self.inner.dialer.clone());
         async move {
-            let work = fetcher::list_offsets_once(s, dialer, queries);
+            let work = wire::list_offsets_once(s, dialer, queries);
             match timeout.as_duration() {
                 None => work.await,
                 Some(d) => tokio::time::timeout(d, work)

@@ -16,12 +16,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use bytes::{Buf, Bytes};
 use kafka_protocol::messages::{
     BrokerId, FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse, MetadataResponse, TopicName,
     fetch_request, list_offsets_request,
 };
-use kafka_protocol::records::{RecordBatchDecoder, TimestampType};
 use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -29,8 +27,8 @@ use tokio::time::Instant;
 use crate::client::Client;
 use crate::rdkafka::consumer::positions::{QUEUED_MIN_MESSAGES, Queued, Start, State, Tp};
 use crate::rdkafka::consumer::settings::{ConsumerSettings, OffsetReset};
+use crate::rdkafka::consumer::wire;
 use crate::rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode as Code};
-use crate::rdkafka::message::{Header, OwnedHeaders, OwnedMessage, Timestamp};
 use crate::rdkafka::net::{Dialer, Stream};
 use crate::rdkafka::producer::metadata::{METADATA_VERSION, Metadata};
 use crate::requests::string;
@@ -336,7 +334,7 @@ impl Fetcher {
         let (conn, addr) = self.connection(broker, Kind::Fetch);
         let (dialer, id, timeout) = (self.dialer.clone(), self.s.client_id.clone(), self.s.socket_timeout + wait);
         self.tasks.spawn(async move {
-            let (conn, result) = exchange(conn, dialer, addr, id, timeout, request, FETCH_VERSION).await;
+            let (conn, result) = wire::exchange(conn, dialer, addr, id, timeout, request, FETCH_VERSION).await;
             Done::Fetch { broker, conn, asked, result }
         });
     }
@@ -368,7 +366,7 @@ impl Fetcher {
         let (conn, addr) = self.connection(broker, Kind::List);
         let (dialer, id, timeout) = (self.dialer.clone(), self.s.client_id.clone(), self.s.socket_timeout);
         self.tasks.spawn(async move {
-            let (conn, result) = exchange(conn, dialer, addr, id, timeout, request, LIST_OFFSETS_VERSION).await;
+            let (conn, result) = wire::exchange(conn, dialer, addr, id, timeout, request, LIST_OFFSETS_VERSION).await;
             Done::List { broker, conn, asked, result }
         });
     }
@@ -480,7 +478,7 @@ impl Fetcher {
                     match part.error_code {
                         0 => {
                             let records = part.records.clone().unwrap_or_default();
-                            let (messages, next) = decode(&tp.0, tp.1, &records, *offset);
+                            let (messages, next) = wire::decode(&tp.0, tp.1, &records, *offset);
                             if p.start == Start::At(*offset) {
                                 p.start = Start::At(next);
                             }
@@ -529,150 +527,6 @@ impl Fetcher {
         }
         self.signals.data.notify_waiters();
     }
-}
-
-/// Sends `request` on `conn` (or a new connection to `addr`) within `timeout`; the connection
-/// back when it is still good.
-async fn exchange<R: kafka_protocol::protocol::Request>(
-    conn: Option<Conn>,
-    dialer: Dialer,
-    addr: String,
-    id: String,
-    timeout: Duration,
-    request: R,
-    version: i16,
-) -> (Option<Conn>, Option<R::Response>) {
-    let attempt = async {
-        let mut conn = match conn {
-            Some(c) => c,
-            None => Client::new(dialer.dial(&addr).await.ok()?, &id),
-        };
-        let response = conn.send(request, version).await.ok()?;
-        Some((conn, response))
-    };
-    match tokio::time::timeout(timeout, attempt).await {
-        Ok(Some((conn, r))) => (Some(conn), Some(r)),
-        _ => (None, None),
-    }
-}
-
-/// The messages of a fetch response's `records` at `from` or after (control records and
-/// records of a batch before `from` skipped; a partial batch at the end ignored), and the next
-/// offset to fetch.
-fn decode(topic: &str, partition: i32, records: &Bytes, from: i64) -> (Vec<OwnedMessage>, i64) {
-    let mut buf = records.clone();
-    let mut out = Vec::new();
-    let mut next = from;
-    // A batch: base offset (8), length (4), then `length` bytes.
-    while buf.remaining() >= 12 {
-        let len = i32::from_be_bytes([buf[8], buf[9], buf[10], buf[11]]);
-        let Ok(total) = usize::try_from(len).map(|l| l + 12) else { break };
-        if buf.remaining() < total {
-            break;
-        }
-        let mut batch = buf.split_to(total);
-        let Ok(set) = RecordBatchDecoder::decode(&mut batch) else { break };
-        for r in set.records {
-            next = next.max(r.offset + 1);
-            if r.control || r.offset < from {
-                continue;
-            }
-            let headers = (!r.headers.is_empty()).then(|| {
-                r.headers.iter().fold(OwnedHeaders::new_with_capacity(r.headers.len()), |h, (k, v)| {
-                    h.insert(Header { key: k.as_str(), value: v.as_deref() })
-                })
-            });
-            let timestamp = match r.timestamp_type {
-                _ if r.timestamp < 0 => Timestamp::NotAvailable,
-                TimestampType::Creation => Timestamp::CreateTime(r.timestamp),
-                TimestampType::LogAppend => Timestamp::LogAppendTime(r.timestamp),
-            };
-            out.push(OwnedMessage::new(
-                r.value.map(|v| v.to_vec()),
-                r.key.map(|k| k.to_vec()),
-                topic.to_string(),
-                timestamp,
-                partition,
-                r.offset,
-                headers,
-            ));
-        }
-    }
-    (out, next)
-}
-
-/// Looks up offsets by timestamp (-2 earliest, -1 latest, or ms) outside the fetcher, for
-/// `fetch_watermarks` and `offsets_for_times`: metadata from a bootstrap broker, then one
-/// ListOffsets per query to the partition's leader.
-///
-/// # Errors
-/// `MetadataFetch(BrokerTransportFailure)` when no bootstrap broker answers the metadata.
-pub(crate) async fn list_offsets_once(
-    s: Arc<ConsumerSettings>,
-    dialer: Dialer,
-    queries: Vec<(Tp, i64)>,
-) -> KafkaResult<Vec<(Tp, KafkaResult<i64>)>> {
-    let topics: BTreeSet<String> = queries.iter().map(|((t, _), _)| t.clone()).collect();
-    let mut metadata = Metadata::default();
-    let mut answered = false;
-    for addr in &s.bootstrap {
-        let (_, resp) = exchange(
-            None,
-            dialer.clone(),
-            addr.clone(),
-            s.client_id.clone(),
-            s.socket_timeout,
-            Metadata::request(&topics, false),
-            METADATA_VERSION,
-        )
-        .await;
-        if let Some(resp) = resp {
-            metadata.update(&resp, Instant::now());
-            answered = true;
-            break;
-        }
-    }
-    if !answered {
-        return Err(KafkaError::MetadataFetch(Code::BrokerTransportFailure));
-    }
-    let mut conns: BTreeMap<String, Conn> = BTreeMap::new();
-    let mut out = Vec::with_capacity(queries.len());
-    for (tp, timestamp) in queries {
-        if let Some(crate::rdkafka::producer::metadata::TopicState::Failed { code, .. }) = metadata.topic(&tp.0) {
-            out.push((tp, Err(KafkaError::MetadataFetch(Code::from(*code)))));
-            continue;
-        }
-        let Some((_, addr)) = metadata.leader(&tp.0, tp.1) else {
-            out.push((tp, Err(KafkaError::MetadataFetch(Code::LeaderNotAvailable))));
-            continue;
-        };
-        let addr = addr.to_string();
-        let request = crate::requests::list_offsets(&tp.0, tp.1, timestamp);
-        let conn = conns.remove(&addr);
-        let (conn, resp) = exchange(
-            conn,
-            dialer.clone(),
-            addr.clone(),
-            s.client_id.clone(),
-            s.socket_timeout,
-            request,
-            LIST_OFFSETS_VERSION,
-        )
-        .await;
-        if let Some(c) = conn {
-            conns.insert(addr, c);
-        }
-        let part = resp
-            .as_ref()
-            .and_then(|r| r.topics.iter().flat_map(|t| t.partitions.iter()).find(|p| p.partition_index == tp.1));
-        let result = match part {
-            None => Err(KafkaError::MetadataFetch(Code::BrokerTransportFailure)),
-            Some(p) if p.error_code != 0 => Err(KafkaError::MetadataFetch(Code::from(p.error_code))),
-            Some(p) => Ok(p.offset),
-        };
-        out.push((tp, result));
-    }
-    Ok(out)
 }
 
 async fn sleep_until(t: Option<Instant>) {

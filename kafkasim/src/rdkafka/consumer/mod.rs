@@ -17,17 +17,20 @@
 //! `.await` (its future is ready at once; the result goes to `commit_callback`).
 //!
 //! Files, one concept each: `settings` (configuration read), `context` (callbacks),
-//! `positions` (per-partition state and the consumer queue), `fetcher` (the fetch task),
-//! `base_consumer` (the consumer itself), `stream_consumer` (`recv`, `stream`), `group` (the
+//! `positions` (per-partition state and the consumer queue), `wire` (requests, record
+//! decoding, one-shot offset lookups), `fetcher` (the fetch task),
+//! `commit` (commits and their callbacks), `base_consumer` (the consumer itself), `stream_consumer` (`recv`, `stream`), `group` (the
 //! group membership).
 
 pub mod base_consumer;
+pub(crate) mod commit;
 pub mod context;
 pub(crate) mod fetcher;
 pub(crate) mod group;
 pub(crate) mod positions;
 pub mod settings;
 pub mod stream_consumer;
+pub(crate) mod wire;
 
 use std::future::Future;
 use std::sync::Arc;

@@ -1,0 +1,123 @@
+//! Commits (librdkafka's `rd_kafka_commit`): offsets go to the group task as a
+//! `GroupCommand::Commit` when the commit is made; a `CommitMode::Async` commit's answer is
+//! queued for `recv()`, which runs the commit callback, a `CommitMode::Sync` commit's future
+//! waits for it and runs the callback before it resolves. Without a group a commit fails
+//! `ConsumerCommit(UnknownGroup)`; with nothing to commit `ConsumerCommit(NoOffset)`.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::oneshot;
+
+use crate::rdkafka::consumer::base_consumer::{Inner, lock};
+use crate::rdkafka::consumer::group::{CommitReply, GroupCommand};
+use crate::rdkafka::consumer::positions::{Queued, State, Tp};
+use crate::rdkafka::consumer::{CommitMode, ConsumerContext};
+use crate::rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode as Code};
+use crate::rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+
+/// Offsets to commit: partition, next offset to read, metadata.
+pub(crate) type Offsets = Vec<(Tp, i64, Option<String>)>;
+
+pub(crate) fn tpl_of(offsets: &Offsets) -> TopicPartitionList {
+    let mut tpl = TopicPartitionList::with_capacity(offsets.len());
+    for ((t, p), o, m) in offsets {
+        let mut e = tpl.add_partition(t, *p);
+        let _ = e.set_offset(Offset::Offset(*o));
+        if let Some(m) = m {
+            e.set_metadata(m);
+        }
+    }
+    tpl
+}
+
+/// Waits for a commit's answer; notes what was committed; the result and the list (each
+/// element with its partition's error).
+async fn finish_commit(
+    state: Arc<Mutex<State>>,
+    offsets: Offsets,
+    rx: oneshot::Receiver<CommitReply>,
+) -> (KafkaResult<()>, TopicPartitionList) {
+    let mut tpl = tpl_of(&offsets);
+    let reply = rx.await.unwrap_or(Err(KafkaError::ConsumerCommit(Code::BrokerDestroy)));
+    match reply {
+        Err(e) => {
+            let code = e.rdkafka_error_code().unwrap_or(Code::Fail);
+            for ((t, p), _, _) in &offsets {
+                tpl.set_error(t, *p, code);
+            }
+            (Err(e), tpl)
+        }
+        Ok(results) => {
+            let mut first = Ok(());
+            let mut st = lock(&state);
+            for (tp, r) in results {
+                match r {
+                    Ok(()) => {
+                        if let Some((_, o, _)) = offsets.iter().find(|(t, _, _)| *t == tp) {
+                            st.committed(&tp, *o);
+                        }
+                    }
+                    Err(e) => {
+                        let code = e.rdkafka_error_code().unwrap_or(Code::Fail);
+                        tpl.set_error(&tp.0, tp.1, code);
+                        if first.is_ok() {
+                            first = Err(KafkaError::ConsumerCommit(code));
+                        }
+                    }
+                }
+            }
+            (first, tpl)
+        }
+    }
+}
+
+impl<C: ConsumerContext> Inner<C> {
+    /// Queues a commit of `offsets`; the future of its result (see [`Consumer::commit`]).
+    pub(crate) fn commit_offsets(
+        &self,
+        offsets: Offsets,
+        mode: CommitMode,
+    ) -> impl Future<Output = KafkaResult<()>> + Send + 'static {
+        let (state, signals, context) = (Arc::clone(&self.state), Arc::clone(&self.signals), Arc::clone(&self.context));
+        let mut early: Option<KafkaResult<()>> = None;
+        let mut pending = None;
+        match &self.group {
+            None => early = Some(Err(KafkaError::ConsumerCommit(Code::UnknownGroup))),
+            Some(_) if offsets.is_empty() => {
+                let error = KafkaError::ConsumerCommit(Code::NoOffset);
+                if mode == CommitMode::Async {
+                    self.lock().queue.push_back(Queued::Commit(Err(error), TopicPartitionList::new()));
+                    self.signals.data.notify_waiters();
+                    early = Some(Ok(()));
+                } else {
+                    early = Some(Err(error));
+                }
+            }
+            Some(g) => {
+                let (reply, rx) = oneshot::channel();
+                g.send(GroupCommand::Commit { offsets: offsets.clone(), reply });
+                if mode == CommitMode::Async {
+                    let (state, signals, offsets) = (Arc::clone(&state), Arc::clone(&signals), offsets.clone());
+                    drop(tokio::spawn(async move {
+                        let (result, tpl) = finish_commit(Arc::clone(&state), offsets, rx).await;
+                        lock(&state).queue.push_back(Queued::Commit(result, tpl));
+                        signals.data.notify_waiters();
+                    }));
+                    early = Some(Ok(()));
+                } else {
+                    pending = Some(rx);
+                }
+            }
+        }
+        async move {
+            if let Some(r) = early {
+                return r;
+            }
+            let rx = pending.expect("a sync commit was sent");
+            let (result, tpl) = finish_commit(state, offsets, rx).await;
+            context.commit_callback(result.clone(), &tpl);
+            result
+        }
+    }
+}
