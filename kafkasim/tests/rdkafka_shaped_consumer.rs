@@ -537,3 +537,114 @@ fn auto_commit_commits_stored_offsets_on_the_interval() {
 fn cooperative_sticky_moves_only_what_it_must() {
     Simulation::new("rdkc_coop").seeds(0..3).repeat(2).run(cooperative_rebalance).assert_passed();
 }
+
+/// Stored vs committed: with enable.auto.offset.store=false only what is stored is committed
+/// (not the position); commit_message commits its offset + 1; a Async commit is reported by the
+/// commit callback from recv; offsets_for_times finds records by create time.
+async fn stored_committed_and_times(ctx: Ctx) -> Result<(), Failure> {
+    let cluster = Cluster::builder().brokers(2).initial_rebalance_delay(Duration::ZERO).build();
+    let bootstrap = cluster.serve_sim(&ctx)?;
+    cluster.create_topic("s", 1).map_err(fail)?;
+    let (c2, ctx2) = (cluster.clone(), ctx.clone());
+    in_node(&ctx, move |_node| {
+        let (ctx, cluster, bootstrap) = (ctx2.clone(), c2.clone(), bootstrap.clone());
+        async move {
+            let p: FutureProducer = config(&bootstrap, &[("linger.ms", "0")]).create().map_err(fail)?;
+            for i in 0..6 {
+                let v = format!("v{i}");
+                let r = FutureRecord::<str, _>::to("s").partition(0).payload(&v).timestamp(10_000 + 100 * i64::from(i));
+                p.send(r, None).await.map_err(|(e, _)| fail(e))?;
+            }
+            let c = group_consumer(
+                &bootstrap,
+                &[("enable.auto.commit", "false"), ("enable.auto.offset.store", "false")],
+                false,
+            )?;
+            c.assign(&tpl(&[("s", 0, Offset::Stored)])).map_err(fail)?;
+            let mut last = None;
+            for o in 0..5 {
+                let m = c.recv().await.map_err(fail)?;
+                check(m.offset() == o, "manual assign with a group.id and nothing committed: earliest")?;
+                if o == 1 {
+                    c.store_offset_from_message(&m).map_err(fail)?;
+                }
+                if o == 4 {
+                    last = Some(m.detach());
+                }
+            }
+            c.commit_consumer_state(CommitMode::Sync).await.map_err(fail)?;
+            let on_broker = cluster.committed("g", "s", 0).map(|c| c.0);
+            check(on_broker == Some(2), format!("the stored offset, not the position: {on_broker:?}"))?;
+            check(
+                c.position().map_err(fail)?.find_partition("s", 0).map(|e| e.offset()) == Some(Offset::Offset(5)),
+                "the position is past the last returned",
+            )?;
+            let m = c.recv().await.map_err(fail)?;
+            check(m.offset() == 5, "the sixth record")?;
+            c.commit_message(&m, CommitMode::Async).await.map_err(fail)?;
+            drop(m);
+            check(next(&c, Duration::from_secs(1)).await?.is_none(), "nothing more")?;
+            let on_broker = cluster.committed("g", "s", 0).map(|c| c.0);
+            check(on_broker == Some(6), format!("commit_message commits offset + 1: {on_broker:?}"))?;
+            let l = log(&c);
+            check(
+                l.iter().any(|e| e == "commit Ok(()) [(0, Offset(6))]"),
+                format!("async commit reported from recv: {l:?}"),
+            )?;
+            let found = c
+                .offsets_for_times(tpl(&[("s", 0, Offset::Offset(10_250))]), Duration::from_secs(5))
+                .await
+                .map_err(fail)?;
+            let at = found.find_partition("s", 0).map(|e| e.offset());
+            check(at == Some(Offset::Offset(3)), format!("the first record at or after 10 250 ms: {at:?}"))?;
+            ctx.record("rdkc.stored", "last", format!("{:?}", last.map(|m| m.offset())));
+            Ok(())
+        }
+    })
+    .await
+}
+
+/// The coordinator answers heartbeats UNKNOWN_MEMBER_ID: the assignment is lost — the revoke
+/// callbacks run with assignment_lost() true and nothing is committed for it — and once the
+/// fault is lifted the member rejoins and is assigned again.
+async fn lost_assignment(ctx: Ctx) -> Result<(), Failure> {
+    use kafkasim::kafka_protocol::ResponseError;
+    use kafkasim::kafka_protocol::messages::ApiKey;
+    use kafkasim::{Fault, FaultAction};
+    let cluster = Cluster::builder().brokers(1).initial_rebalance_delay(Duration::ZERO).build();
+    let bootstrap = cluster.serve_sim(&ctx)?;
+    cluster.create_topic("l", 1).map_err(fail)?;
+    let (c2, ctx2) = (cluster.clone(), ctx.clone());
+    in_node(&ctx, move |_node| {
+        let (ctx, cluster, bootstrap) = (ctx2.clone(), c2.clone(), bootstrap.clone());
+        async move {
+            let c = group_consumer(&bootstrap, &[("heartbeat.interval.ms", "500")], false)?;
+            c.subscribe(&["l"]).map_err(fail)?;
+            until(&c, 1).await?;
+            let fault = cluster
+                .install(Fault::new(ApiKey::Heartbeat, FaultAction::Error(ResponseError::UnknownMemberId)).group("g"));
+            until(&c, 0).await?;
+            drop(fault);
+            until(&c, 1).await?;
+            let l = log(&c);
+            ctx.record("rdkc.lost", "log", format!("{l:?}"));
+            check(
+                l.iter().any(|e| e == "pre revoke [0] (held 1, lost true)"),
+                format!("the lost revoke runs with assignment_lost: {l:?}"),
+            )?;
+            check(!c.assignment_lost(), "not lost once assigned again")?;
+            Ok(())
+        }
+    })
+    .await
+}
+
+#[test]
+fn stored_offsets_are_what_is_committed_and_times_find_offsets() {
+    Simulation::new("rdkc_stored").seeds(0..3).repeat(2).run(stored_committed_and_times).assert_passed();
+}
+
+#[test]
+fn a_lost_assignment_is_revoked_with_the_lost_flag_then_regained() {
+    Simulation::new("rdkc_lost").seeds(0..3).repeat(2).run(lost_assignment).assert_passed();
+}
