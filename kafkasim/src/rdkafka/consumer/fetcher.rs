@@ -207,7 +207,12 @@ impl Fetcher {
                 continue;
             }
             let Some((leader, _)) = self.metadata.leader(&tp.0, tp.1) else {
-                self.metadata_due = true;
+                // Asked again within retry.backoff.ms (not at once: a topic that does not exist
+                // would be asked for in a loop).
+                let soon = now + self.s.retry_backoff;
+                if self.metadata_next_refresh.is_none_or(|t| t > soon) {
+                    self.metadata_next_refresh = Some(soon);
+                }
                 continue;
             };
             match start {
