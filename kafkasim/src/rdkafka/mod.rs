@@ -1,4 +1,4 @@
-//! A Kafka client with rdkafka's API shape (issue 15), running on the run's tokio clock and
+//! A Kafka client with rdkafka's API shape, running on the run's tokio clock and
 //! seeded RNG, dialing through the simulation node's host — no threads of its own, no real
 //! sockets inside a simulation. Outside one (a plain tokio runtime) it dials real sockets, so the
 //! same code runs against kafkasim on loopback or a real Kafka.
@@ -13,8 +13,9 @@
 //! # let _ = (ClientConfig::new(), FutureRecord::<str, str>::to("t"));
 //! ```
 //!
-//! What differs from rdkafka is listed in the guide (`docs/src/kafkasim.md`, "An rdkafka-shaped
-//! client (producer)"). This slice has the producer; the consumer comes next.
+//! It has the producer ([`producer::FutureProducer`]) and the consumer with consumer groups
+//! ([`consumer::StreamConsumer`]). What differs from rdkafka, and how a service switches between
+//! the two, is in the guide (`docs/src/kafkasim.md`, "An rdkafka-shaped client").
 
 pub mod client;
 pub mod config;
