@@ -5,6 +5,10 @@
 //! `current_thread` tokio runtime. Names a scenario makes with [`Ctx::name`] carry a suffix
 //! unique to the run, so scenarios never meet on the shared server; the suffix is normalized away
 //! in observations. Scenarios run `jobs` at a time.
+//!
+//! A suite that compares two clients rather than two servers ([`Suite::fake_on_counterpart`])
+//! runs its fake side against the counterpart too: both sides then meet one server, so each
+//! side's names carry a suffix of its own (still recorded as `N`).
 
 use std::any::Any;
 use std::future::Future;
@@ -135,6 +139,10 @@ pub struct Suite {
     pub real_name: &'static str,
     /// Starts a fresh fake for each scenario.
     pub start_fake: StartFake,
+    /// Whether the fake side runs against the counterpart as well (`start_fake` unused): for
+    /// suites whose fake is a client (kafkasim::rdkafka) rather than a server, so both sides
+    /// differ only in the client (`Ctx::side` picks it).
+    pub fake_on_counterpart: bool,
     /// The scenarios.
     pub scenarios: Vec<Scenario>,
 }
@@ -248,13 +256,19 @@ impl Suite {
     fn run_one(&self, scenario: &Scenario, real_address: &str, suffix: &str) -> Outcome {
         let t = Instant::now();
         let (fake, real) = std::thread::scope(|scope| {
-            let fake = scope.spawn(|| match (self.start_fake)() {
-                Ok((guard, address)) => {
-                    let o = run_side(scenario, Side::Fake, address, suffix);
-                    drop(guard);
-                    o
+            let fake = scope.spawn(|| {
+                if self.fake_on_counterpart {
+                    // Both sides meet one server: the fake side's names must differ from the real's.
+                    return run_side(scenario, Side::Fake, real_address.to_string(), &format!("{suffix}f"));
                 }
-                Err(e) => Observations { steps: vec![], ended_early: Some(format!("starting the fake: {e}")) },
+                match (self.start_fake)() {
+                    Ok((guard, address)) => {
+                        let o = run_side(scenario, Side::Fake, address, suffix);
+                        drop(guard);
+                        o
+                    }
+                    Err(e) => Observations { steps: vec![], ended_early: Some(format!("starting the fake: {e}")) },
+                }
             });
             let real = run_side(scenario, Side::Real, real_address.to_string(), suffix);
             let fake = fake.join().unwrap_or_else(|p| Observations {

@@ -120,6 +120,7 @@ fn main() -> ExitCode {
         fake_name: "kafkasim",
         real_name: "kafka",
         start_fake: start_kafkasim,
+        fake_on_counterpart: false,
         scenarios: scenarios(),
     };
     suite.main(KNOWN_PAGE, "docs/fidelity/kafka.md", fidelity::kafka::counterpart)

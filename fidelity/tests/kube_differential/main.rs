@@ -45,6 +45,7 @@ fn main() -> ExitCode {
         fake_name: "kubesim",
         real_name: "kube-apiserver",
         start_fake: support::start_kubesim,
+        fake_on_counterpart: false,
         scenarios: scenarios(),
     };
     suite.main(KNOWN_PAGE, "docs/fidelity/kube.md", fidelity::kube::counterpart)
