@@ -33,6 +33,8 @@ pub(crate) struct Inner<C> {
     pub(crate) events: Arc<Mutex<VecDeque<GroupEvent>>>,
     /// Held while one group event's callbacks run, so events apply one at a time, in order.
     rebalancing: Mutex<()>,
+    /// Set once the close started (see [`Inner::close`]).
+    closed: std::sync::atomic::AtomicBool,
     dialer: Dialer,
     _alive: mpsc::UnboundedSender<()>,
 }
@@ -127,27 +129,7 @@ impl<C: ConsumerContext> Inner<C> {
                 self.wake_fetcher();
                 self.context.post_rebalance(base, &Rebalance::Assign(&tpl));
             }
-            GroupEvent::Revoke { partitions, protocol } => {
-                let tpl = tpl_of_tps(&partitions);
-                self.context.pre_rebalance(base, &Rebalance::Revoke(&tpl));
-                if self.s.auto_commit {
-                    let offsets = self.lock().to_commit(Some(&partitions));
-                    if !offsets.is_empty() {
-                        drop(self.commit_offsets(offsets, CommitMode::Async));
-                    }
-                }
-                let mut st = self.lock();
-                if protocol == RebalanceProtocol::Cooperative {
-                    for tp in &partitions {
-                        st.remove(tp);
-                    }
-                } else {
-                    // Eager: the whole assignment goes (librdkafka's assign(NULL)).
-                    st.partitions.clear();
-                }
-                drop(st);
-                self.context.post_rebalance(base, &Rebalance::Revoke(&tpl));
-            }
+            GroupEvent::Revoke { partitions, protocol } => self.revoke(base, &partitions, protocol),
             GroupEvent::Lost { partitions } => {
                 let tpl = tpl_of_tps(&partitions);
                 self.lock().lost = true;
@@ -162,6 +144,51 @@ impl<C: ConsumerContext> Inner<C> {
         }
         group.send(GroupCommand::RebalanceDone);
         Some(None)
+    }
+
+    /// A revoke that can commit (not lost): pre_rebalance(Revoke), auto-commit of the revoked
+    /// partitions' stored offsets, the assignment changed, post_rebalance(Revoke).
+    fn revoke(&self, base: &BaseConsumer<C>, partitions: &[Tp], protocol: RebalanceProtocol) {
+        let tpl = tpl_of_tps(partitions);
+        self.context.pre_rebalance(base, &Rebalance::Revoke(&tpl));
+        if self.s.auto_commit {
+            let offsets = self.lock().to_commit(Some(partitions));
+            if !offsets.is_empty() {
+                drop(self.commit_offsets(offsets, CommitMode::Async));
+            }
+        }
+        let mut st = self.lock();
+        if protocol == RebalanceProtocol::Cooperative {
+            for tp in partitions {
+                st.remove(tp);
+            }
+        } else {
+            // Eager: the whole assignment goes (librdkafka's assign(NULL)).
+            st.partitions.clear();
+        }
+        drop(st);
+        self.context.post_rebalance(base, &Rebalance::Revoke(&tpl));
+    }
+
+    /// librdkafka's `rd_kafka_consumer_close` (rdkafka runs it when the consumer is dropped),
+    /// up to the LeaveGroup: the group events already decided are served (as rdkafka's drop
+    /// polls the close queue), a group assignment is revoked through the rebalance callbacks
+    /// (committing the stored offsets with auto-commit), then [`Inner::send_close`]. Once only;
+    /// `None` the second time or without `group.id` (rdkafka closes only a group consumer).
+    pub(crate) fn close(&self, base: &BaseConsumer<C>) -> Option<oneshot::Receiver<()>> {
+        let group = self.group.as_ref()?;
+        if self.closed.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return None;
+        }
+        while self.apply_event(base).is_some() {}
+        let (assigned, subscribed) = {
+            let st = self.lock();
+            (st.partitions.keys().cloned().collect::<Vec<Tp>>(), !st.subscription.is_empty())
+        };
+        if subscribed && !assigned.is_empty() {
+            self.revoke(base, &assigned, group.rebalance_protocol());
+        }
+        self.send_close()
     }
 }
 
@@ -181,10 +208,12 @@ impl<C: ConsumerContext> Owner for Inner<C> {
     }
 }
 
-impl<C> Drop for Inner<C> {
-    fn drop(&mut self) {
-        // librdkafka's consumer close: commit what is stored (auto-commit), leave the group.
-        let Some(g) = &self.group else { return };
+impl<C> Inner<C> {
+    /// The rest of the close: a commit of what is still stored (auto-commit; a manual
+    /// assignment), then `Close` (LeaveGroup unless static, after the queued commits); the
+    /// receiver resolves when the group task is done.
+    fn send_close(&self) -> Option<oneshot::Receiver<()>> {
+        let g = self.group.as_ref()?;
         if self.s.auto_commit {
             let offsets = lock(&self.state).to_commit(None);
             if !offsets.is_empty() {
@@ -192,8 +221,18 @@ impl<C> Drop for Inner<C> {
                 g.send(GroupCommand::Commit { offsets, reply });
             }
         }
-        let (done, _) = oneshot::channel();
+        let (done, rx) = oneshot::channel();
         g.send(GroupCommand::Close(done));
+        Some(rx)
+    }
+}
+
+impl<C> Drop for Inner<C> {
+    fn drop(&mut self) {
+        // Not closed through the StreamConsumer's drop: commit what is stored and leave.
+        if !self.closed.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            drop(self.send_close());
+        }
     }
 }
 
@@ -212,12 +251,12 @@ impl<C: ConsumerContext> BaseConsumer<C> {
             let (tx, mut rx) = mpsc::unbounded_channel();
             let handle = group::spawn(gs, dialer.clone(), tx);
             let (events, signals) = (Arc::clone(&events), Arc::clone(&signals));
-            drop(tokio::spawn(async move {
+            super::spawn_task(async move {
                 while let Some(e) = rx.recv().await {
                     lock(&events).push_back(e);
                     signals.data.notify_waiters();
                 }
-            }));
+            });
             handle
         });
         let (alive, alive_rx) = mpsc::unbounded_channel();
@@ -230,6 +269,7 @@ impl<C: ConsumerContext> BaseConsumer<C> {
             group,
             events,
             rebalancing: Mutex::new(()),
+            closed: std::sync::atomic::AtomicBool::new(false),
             dialer: dialer.clone(),
             _alive: alive,
         });

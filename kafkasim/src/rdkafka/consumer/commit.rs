@@ -99,11 +99,11 @@ impl<C: ConsumerContext> Inner<C> {
                 g.send(GroupCommand::Commit { offsets: offsets.clone(), reply });
                 if mode == CommitMode::Async {
                     let (state, signals, offsets) = (Arc::clone(&state), Arc::clone(&signals), offsets.clone());
-                    drop(tokio::spawn(async move {
+                    crate::rdkafka::consumer::spawn_task(async move {
                         let (result, tpl) = finish_commit(Arc::clone(&state), offsets, rx).await;
                         lock(&state).queue.push_back(Queued::Commit(result, tpl));
                         signals.data.notify_waiters();
-                    }));
+                    });
                     early = Some(Ok(()));
                 } else {
                     pending = Some(rx);

@@ -124,7 +124,7 @@ pub(crate) fn spawn(
         tasks: JoinSet::new(),
         auto_commit_at,
     };
-    drop(tokio::spawn(f.run()));
+    super::spawn_task(f.run());
 }
 
 fn leader_error(code: i16) -> bool {

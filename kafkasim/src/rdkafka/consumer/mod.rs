@@ -44,6 +44,19 @@ use crate::rdkafka::message::BorrowedMessage;
 use crate::rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use crate::rdkafka::util::Timeout;
 
+/// Spawns one of the consumer's tasks: on a simulation node through its `NodeCtx`, so it is
+/// aborted when the incarnation ends (a crashed process's librdkafka threads die with it), else
+/// on the tokio runtime.
+pub(crate) fn spawn_task<F>(task: F)
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    match sim::node::NodeCtx::current() {
+        Some(node) => drop(node.spawn(task)),
+        None => drop(tokio::spawn(task)),
+    }
+}
+
 /// Whether a commit's caller waits for the broker's answer (rdkafka's `CommitMode`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CommitMode {

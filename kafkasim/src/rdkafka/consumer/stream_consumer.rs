@@ -20,8 +20,15 @@ use crate::rdkafka::util::Timeout;
 
 /// A consumer whose messages are futures (rdkafka's `StreamConsumer`). Create it with
 /// [`ClientConfig::create`] (or `create_with_context`) on a task of the node it runs on (inside
-/// a simulation) or on a tokio runtime (outside). Dropping it commits the stored offsets
-/// (auto-commit) and leaves the group.
+/// a simulation) or on a tokio runtime (outside).
+///
+/// Dropping it closes it as rdkafka's drop does (`rd_kafka_consumer_close`): the rebalance
+/// events already decided are applied, a group assignment is revoked through the context's
+/// `pre_rebalance(Revoke)` / `post_rebalance(Revoke)` (run by the drop, on this task; commits
+/// made in them go first), the stored offsets are committed (auto-commit), and the group is
+/// left (LeaveGroup unless static). rdkafka's drop blocks until the group was left; here the
+/// drop cannot wait, the commits and LeaveGroup are sent by the consumer's task after it —
+/// [`StreamConsumer::close`] waits for them.
 pub struct StreamConsumer<C: ConsumerContext = DefaultConsumerContext> {
     base: BaseConsumer<C>,
 }
@@ -82,6 +89,20 @@ impl<C: ConsumerContext> StreamConsumer<C> {
         MessageStream { consumer: self, next: None }
     }
 
+    /// Closes the consumer as dropping it does, and resolves once the queued commits were
+    /// answered and the group left (or `socket.timeout.ms` passed). Not in rdkafka, whose drop
+    /// blocks until then: a service shutting down inside a grace period awaits this where
+    /// rdkafka's would drop the consumer.
+    pub fn close(self) -> impl Future<Output = ()> + Send + 'static {
+        let done = self.base.inner.close(&self.base);
+        drop(self);
+        async move {
+            if let Some(done) = done {
+                let _ = done.await;
+            }
+        }
+    }
+
     /// The handle rebalance callbacks get.
     pub fn base(&self) -> &BaseConsumer<C> {
         &self.base
@@ -95,6 +116,12 @@ impl<C: ConsumerContext> StreamConsumer<C> {
     /// The group generation (-1 before the first join or without a group).
     pub fn generation(&self) -> i32 {
         self.base.generation()
+    }
+}
+
+impl<C: ConsumerContext> Drop for StreamConsumer<C> {
+    fn drop(&mut self) {
+        drop(self.base.inner.close(&self.base));
     }
 }
 

@@ -131,7 +131,7 @@ pub(crate) fn spawn(s: GroupSettings, dialer: Dialer, events: mpsc::UnboundedSen
     let shared =
         Arc::new(Mutex::new(Shared { member_id: String::new(), generation: -1, protocol: RebalanceProtocol::None }));
     let task = membership::Group::new(s, dialer, rx, events, Arc::clone(&shared));
-    drop(tokio::spawn(task.run()));
+    crate::rdkafka::consumer::spawn_task(task.run());
     GroupHandle { tx, shared }
 }
 
