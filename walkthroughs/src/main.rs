@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use sim::{Ctx, Failure, Oracle, Report, Simulation};
-use walkthroughs::{databases, shoppingcart, wallet};
+use walkthroughs::{databases, orderstatus, shoppingcart, wallet};
 
 /// Runs one seed of a variant.
 type Runner = Arc<dyn Fn(Ctx) -> Pin<Box<dyn Future<Output = Result<(), Failure>>>> + Send + Sync>;
@@ -52,6 +52,16 @@ fn all_cases() -> Vec<Case> {
         let run: Runner = Arc::new(move |ctx| Box::pin(databases::run(ctx, v)));
         cases.push(Case {
             walkthrough: "databases",
+            name: v.name(),
+            simulation: v.simulation(),
+            oracle: v.oracle(),
+            run,
+        });
+    }
+    for v in orderstatus::Variant::ALL {
+        let run: Runner = Arc::new(move |ctx| Box::pin(orderstatus::run(ctx, v)));
+        cases.push(Case {
+            walkthrough: "orderstatus",
             name: v.name(),
             simulation: v.simulation(),
             oracle: v.oracle(),

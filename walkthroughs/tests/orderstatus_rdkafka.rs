@@ -24,6 +24,16 @@ mod service {
     use rdkafka as kafka;
     use walkthroughs::orderstatus::model::*;
     include!("../src/orderstatus/service.rs");
+
+    /// `Consumer::commit` with `CommitMode::Async` (rdkafka's returns at once).
+    fn commit_async(consumer: &Projector, offsets: &TopicPartitionList) -> KafkaResult<()> {
+        consumer.commit(offsets, kafka::consumer::CommitMode::Async)
+    }
+
+    /// Closes the consumer: rdkafka's drop blocks until it left the group.
+    async fn close(consumer: Arc<Projector>) {
+        drop(consumer);
+    }
 }
 
 const TOPIC: &str = "orders";
@@ -159,17 +169,15 @@ async fn until_served(
     }
 }
 
-fn wait_for_group(cluster: &Cluster, members: usize) -> impl std::future::Future<Output = ()> + '_ {
-    async move {
-        let started = Instant::now();
-        while !cluster.group(GROUP).is_some_and(|g| g.members.len() == members && g.state == "Stable") {
-            assert!(
-                started.elapsed() < PHASE,
-                "the group did not settle with {members} members: {:?}",
-                cluster.group(GROUP)
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+async fn wait_for_group(cluster: &Cluster, members: usize) {
+    let started = Instant::now();
+    while !cluster.group(GROUP).is_some_and(|g| g.members.len() == members && g.state == "Stable") {
+        assert!(
+            started.elapsed() < PHASE,
+            "the group did not settle with {members} members: {:?}",
+            cluster.group(GROUP)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 

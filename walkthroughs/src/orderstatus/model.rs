@@ -137,12 +137,15 @@ pub enum CommitAnswer {
     Unknown(String),
 }
 
+/// Called with a produce's outcome: (partition, offset), or the delivery error.
+pub type Delivered = Box<dyn FnOnce(Result<(i32, i64), String>) + Send>;
+
 /// Hooks the service calls as it works; every method does nothing by default. The simulation
 /// records them into kafkasim's `MemberRecorder` (Q1–Q9) and the list-append recorder.
 pub trait Observer: Send + Sync + 'static {
     /// The API is about to produce `value` keyed by `key`; the returned closure is called with
     /// the delivery's outcome ((partition, offset) or the error).
-    fn producing(&self, key: &str, value: &str) -> Option<Box<dyn FnOnce(Result<(i32, i64), String>) + Send>> {
+    fn producing(&self, key: &str, value: &str) -> Option<Delivered> {
         let _ = (key, value);
         None
     }

@@ -14,7 +14,7 @@ use std::sync::Mutex;
 use kafkasim::models::{Answer, MemberRecorder};
 use sim::check::list_append;
 
-use super::model::{CommitAnswer, Observer};
+use super::model::{CommitAnswer, Delivered, Observer};
 
 /// Per partition: commits asked for and not answered, and a revocation waiting for them.
 #[derive(Default, Debug)]
@@ -141,7 +141,7 @@ impl AppendObserver {
 }
 
 impl Observer for AppendObserver {
-    fn producing(&self, key: &str, value: &str) -> Option<Box<dyn FnOnce(Result<(i32, i64), String>) + Send>> {
+    fn producing(&self, key: &str, value: &str) -> Option<Delivered> {
         let partition = self.partition_of(key);
         let pending = self.recorder.append(&self.process, &kafkasim::history::key(&self.topic, partition), value);
         Some(Box::new(move |outcome| match outcome {

@@ -3,8 +3,11 @@
 // walkthroughs crate (`orderstatus::service`), `use rdkafka as kafka;` in
 // `tests/orderstatus_rdkafka.rs` — and brings the client-independent types of
 // `orderstatus::model` into scope (`Status`, `OrderEvent`, `Advance`, `Served`, `Store`,
-// `Observer`, `CommitAnswer`, `ProjectorConfig`). No inner attributes here: the includer owns
-// the module.
+// `Observer`, `CommitAnswer`, `ProjectorConfig`), and defines
+// `fn commit_async(&Projector, &TopicPartitionList) -> KafkaResult<()>`: `Consumer::commit` with
+// `CommitMode::Async` (rdkafka's returns the result; kafkasim::rdkafka's returns a future, ready
+// at once for an async commit), and `async fn close(Arc<Projector>)`: closes the consumer
+// (rdkafka: drop, which blocks until closed). No inner attributes here: the includer owns the module.
 //
 // Two parts:
 // - the API ([`api`]): `POST /orders/{id}/{status}` produces an order event keyed by the order
@@ -34,7 +37,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use kafka::client::ClientContext;
 use kafka::config::ClientConfig;
-use kafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer};
+use kafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance, StreamConsumer};
 use kafka::error::{KafkaError, KafkaResult};
 use kafka::message::{Message, OwnedMessage};
 use kafka::producer::{FutureProducer, FutureRecord};
@@ -255,7 +258,7 @@ async fn worker(
             continue;
         }
         shared.observer.committing(&shared.member, topic, partition, offset + 1);
-        match consumer.commit(&next, CommitMode::Async) {
+        match commit_async(&consumer, &next) {
             Ok(()) => state.pending_commits += 1,
             Err(e) => shared.observer.committed(&shared.member, topic, partition, offset + 1, commit_answer(&e)),
         }
@@ -332,8 +335,8 @@ pub async fn projector(
     .await;
     workers.abort_all();
     while workers.join_next().await.is_some() {}
-    // Closing the consumer runs the revoke callbacks and leaves the group.
-    drop(consumer);
+    // Closing the consumer leaves the group.
+    close(consumer).await;
     observer.left(&config.client_id);
     Ok(())
 }
