@@ -124,7 +124,8 @@ pub fn spawn(s: ProducerSettings, dialer: Dialer, rx: mpsc::UnboundedReceiver<Co
         closed: false,
         fatal: false,
     };
-    drop(tokio::spawn(sender.run()));
+    // On a sim node through its NodeCtx: the sender dies with a crashed incarnation.
+    crate::rdkafka::consumer::spawn_task(sender.run());
 }
 
 fn retriable(code: i16) -> bool {
