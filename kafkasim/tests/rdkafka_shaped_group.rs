@@ -253,3 +253,48 @@ fn dropping_a_consumer_revokes_through_the_callbacks_commits_and_leaves() {
 fn consumer_nodes_that_stop_or_crash_leave_no_task_running() {
     Simulation::new("rdkg_stop").seeds(0..3).repeat(2).run(stop_and_crash).assert_passed();
 }
+
+/// Closed (`close().await`) while its rejoin's JoinGroup is held (a Delay fault, after a
+/// subscription change): the member still leaves by LeaveGroup once the JoinGroup is answered,
+/// as librdkafka's close does, instead of lingering until its session expires; it joins no
+/// further (no assign callback).
+async fn close_during_join(ctx: Ctx) -> Result<(), Failure> {
+    use kafkasim::kafka_protocol::messages::ApiKey;
+    use kafkasim::{Fault, FaultAction};
+    let cluster = Cluster::builder().brokers(1).initial_rebalance_delay(Duration::ZERO).build();
+    let bootstrap = cluster.serve_sim(&ctx)?;
+    cluster.create_topic("j", 1).map_err(fail)?;
+    cluster.create_topic("k", 1).map_err(fail)?;
+    let (c2, ctx2) = (cluster.clone(), ctx.clone());
+    in_node(&ctx, move |_node| {
+        let (ctx, cluster, bootstrap) = (ctx2.clone(), c2.clone(), bootstrap.clone());
+        async move {
+            let log: Log = Arc::default();
+            let a = member(&bootstrap, "a", &log, &[])?;
+            a.subscribe(&["j"]).map_err(fail)?;
+            until(&a, 1).await?;
+            let member_id = a.member_id().ok_or_else(|| fail("a member id"))?;
+            let delay = Fault::new(ApiKey::JoinGroup, FaultAction::Delay(Duration::from_secs(2))).group("g");
+            let fault = cluster.install(delay);
+            a.subscribe(&["j", "k"]).map_err(fail)?;
+            let _ = tokio::time::timeout(Duration::from_millis(500), a.recv()).await;
+            let before = log.lock().expect("log").len();
+            a.close().await;
+            drop(fault);
+            let events = cluster.group_events("g");
+            ctx.record("rdkg.join", "events", format!("{events:?}"));
+            let left = events.iter().any(|e| e.detail == format!("{member_id} left"));
+            let expired = events.iter().any(|e| e.detail.contains("expired"));
+            check(left && !expired && members(&cluster) == 0, format!("left by LeaveGroup: {events:?}"))?;
+            let after: Vec<String> = log.lock().expect("log")[before..].to_vec();
+            check(!after.iter().any(|l| l.contains("assign")), format!("no assignment after the close: {after:?}"))?;
+            Ok(())
+        }
+    })
+    .await
+}
+
+#[test]
+fn a_consumer_closed_while_joining_still_leaves() {
+    Simulation::new("rdkg_join").seeds(0..3).repeat(2).run(close_during_join).assert_passed();
+}

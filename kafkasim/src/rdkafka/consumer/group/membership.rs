@@ -659,6 +659,16 @@ impl Group {
     }
 
     fn joined(&mut self, r: JoinGroupResponse, now: Instant) {
+        if self.closing {
+            // Closed while joining: librdkafka still leaves with the member id the answer
+            // carries (a member, or KIP-394's pending member), and joins no further.
+            let id = r.member_id.to_string();
+            if !id.is_empty() && self.s.instance_id.is_none() && matches!(r.error_code, 0 | 79) {
+                self.member_id = id.clone();
+                self.leave = Some(id);
+            }
+            return;
+        }
         match r.error_code {
             0 => {
                 self.member_id = r.member_id.to_string();
