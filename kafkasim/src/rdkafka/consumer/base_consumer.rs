@@ -1,5 +1,5 @@
 //! The consumer itself (rdkafka's `BaseConsumer`, without `poll`): the shared state, the group
-//! handle, commits, and the rebalance events applied with the context's callbacks. A
+//! handle, creation, and the [`Consumer`] methods (rebalances and the close: `rebalance`). A
 //! [`StreamConsumer`](super::StreamConsumer) is a `BaseConsumer` with `recv()`; the callbacks
 //! get the `BaseConsumer` and can call any [`Consumer`] method on it.
 
@@ -13,12 +13,12 @@ use crate::rdkafka::config::ClientConfig;
 use crate::rdkafka::consumer::commit::Offsets;
 use crate::rdkafka::consumer::fetcher::{self, CommittedReply, Owner, Signals};
 use crate::rdkafka::consumer::group::{self, GroupCommand, GroupEvent, GroupHandle, GroupSettings};
-use crate::rdkafka::consumer::positions::{Queued, State, Tp};
+use crate::rdkafka::consumer::positions::{State, Tp};
 use crate::rdkafka::consumer::settings::ConsumerSettings;
 use crate::rdkafka::consumer::wire;
-use crate::rdkafka::consumer::{CommitMode, Consumer, ConsumerContext, Rebalance, RebalanceProtocol};
+use crate::rdkafka::consumer::{CommitMode, Consumer, ConsumerContext, RebalanceProtocol};
 use crate::rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode as Code};
-use crate::rdkafka::message::{BorrowedMessage, Message, OwnedMessage};
+use crate::rdkafka::message::{BorrowedMessage, Message};
 use crate::rdkafka::net::Dialer;
 use crate::rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use crate::rdkafka::util::Timeout;
@@ -32,9 +32,9 @@ pub(crate) struct Inner<C> {
     pub(crate) group: Option<GroupHandle>,
     pub(crate) events: Arc<Mutex<VecDeque<GroupEvent>>>,
     /// Held while one group event's callbacks run, so events apply one at a time, in order.
-    rebalancing: Mutex<()>,
+    pub(crate) rebalancing: Mutex<()>,
     /// Set once the close started (see [`Inner::close`]).
-    closed: std::sync::atomic::AtomicBool,
+    pub(crate) closed: std::sync::atomic::AtomicBool,
     dialer: Dialer,
     _alive: mpsc::UnboundedSender<()>,
 }
@@ -60,7 +60,7 @@ fn tps(tpl: &TopicPartitionList) -> Vec<Tp> {
     tpl.elements().iter().map(|e| (e.topic().to_string(), e.partition())).collect()
 }
 
-fn tpl_of_tps(partitions: &[Tp]) -> TopicPartitionList {
+pub(crate) fn tpl_of_tps(partitions: &[Tp]) -> TopicPartitionList {
     let mut tpl = TopicPartitionList::with_capacity(partitions.len());
     for (t, p) in partitions {
         tpl.add_partition(t, *p);
@@ -76,120 +76,6 @@ impl<C: ConsumerContext> Inner<C> {
     pub(crate) fn wake_fetcher(&self) {
         self.signals.fetcher.notify_one();
     }
-
-    /// The next thing for the application: a message or an error, after applying the group
-    /// events and commit callbacks due; `None` when nothing is there.
-    pub(crate) fn poll_once(&self, base: &BaseConsumer<C>) -> Option<KafkaResult<OwnedMessage>> {
-        loop {
-            if let Some(error) = self.apply_event(base) {
-                match error {
-                    Some(e) => return Some(Err(e)),
-                    None => continue,
-                }
-            }
-            let (entry, wake) = self.lock().pop(self.s.auto_offset_store);
-            if wake {
-                self.wake_fetcher();
-            }
-            match entry? {
-                Queued::Message { message, .. } => return Some(Ok(message)),
-                Queued::Error { error, .. } => return Some(Err(error)),
-                Queued::Commit(result, tpl) => self.context.commit_callback(result, &tpl),
-            }
-        }
-    }
-
-    /// Applies the oldest group event, if any: `Some(None)` applied, `Some(Some(e))` an error
-    /// for the application.
-    fn apply_event(&self, base: &BaseConsumer<C>) -> Option<Option<KafkaError>> {
-        let _one_at_a_time = lock(&self.rebalancing);
-        let event = lock(&self.events).pop_front()?;
-        let group = self.group.as_ref().expect("events come from the group");
-        match event {
-            GroupEvent::Error(e) => return Some(Some(e)),
-            GroupEvent::Assign { partitions, protocol } => {
-                let tpl = tpl_of_tps(&partitions);
-                self.context.pre_rebalance(base, &Rebalance::Assign(&tpl));
-                {
-                    let mut st = self.lock();
-                    st.lost = false;
-                    if protocol != RebalanceProtocol::Cooperative {
-                        let gone: Vec<Tp> =
-                            st.partitions.keys().filter(|tp| !partitions.contains(tp)).cloned().collect();
-                        for tp in &gone {
-                            st.remove(tp);
-                        }
-                    }
-                    for tp in partitions {
-                        if protocol != RebalanceProtocol::Cooperative || !st.partitions.contains_key(&tp) {
-                            st.add(tp, Offset::Invalid);
-                        }
-                    }
-                }
-                self.wake_fetcher();
-                self.context.post_rebalance(base, &Rebalance::Assign(&tpl));
-            }
-            GroupEvent::Revoke { partitions, protocol } => self.revoke(base, &partitions, protocol),
-            GroupEvent::Lost { partitions } => {
-                let tpl = tpl_of_tps(&partitions);
-                self.lock().lost = true;
-                self.context.pre_rebalance(base, &Rebalance::Revoke(&tpl));
-                let mut st = self.lock();
-                for tp in &partitions {
-                    st.remove(tp);
-                }
-                drop(st);
-                self.context.post_rebalance(base, &Rebalance::Revoke(&tpl));
-            }
-        }
-        group.send(GroupCommand::RebalanceDone);
-        Some(None)
-    }
-
-    /// A revoke that can commit (not lost): pre_rebalance(Revoke), auto-commit of the revoked
-    /// partitions' stored offsets, the assignment changed, post_rebalance(Revoke).
-    fn revoke(&self, base: &BaseConsumer<C>, partitions: &[Tp], protocol: RebalanceProtocol) {
-        let tpl = tpl_of_tps(partitions);
-        self.context.pre_rebalance(base, &Rebalance::Revoke(&tpl));
-        if self.s.auto_commit {
-            let offsets = self.lock().to_commit(Some(partitions));
-            if !offsets.is_empty() {
-                drop(self.commit_offsets(offsets, CommitMode::Async));
-            }
-        }
-        let mut st = self.lock();
-        if protocol == RebalanceProtocol::Cooperative {
-            for tp in partitions {
-                st.remove(tp);
-            }
-        } else {
-            // Eager: the whole assignment goes (librdkafka's assign(NULL)).
-            st.partitions.clear();
-        }
-        drop(st);
-        self.context.post_rebalance(base, &Rebalance::Revoke(&tpl));
-    }
-
-    /// librdkafka's `rd_kafka_consumer_close` (rdkafka runs it when the consumer is dropped),
-    /// up to the LeaveGroup: the group events already decided are served (as rdkafka's drop
-    /// polls the close queue), a group assignment is revoked through the rebalance callbacks
-    /// (committing the stored offsets with auto-commit), then [`Inner::send_close`]. Once only;
-    /// `None` the second time or without `group.id` (rdkafka closes only a group consumer).
-    pub(crate) fn close(&self, base: &BaseConsumer<C>) -> Option<oneshot::Receiver<()>> {
-        let group = self.group.as_ref()?;
-        if self.closed.swap(true, std::sync::atomic::Ordering::SeqCst) {
-            return None;
-        }
-        while self.apply_event(base).is_some() {}
-        let (assigned, subscribed) = {
-            let st = self.lock();
-            (st.partitions.keys().cloned().collect::<Vec<Tp>>(), !st.subscription.is_empty())
-        };
-        if subscribed && !assigned.is_empty() {
-            self.revoke(base, &assigned, group.rebalance_protocol());
-        }
-        self.send_close()
-    }
 }
 
 impl<C: ConsumerContext> Owner for Inner<C> {
@@ -204,25 +90,6 @@ impl<C: ConsumerContext> Owner for Inner<C> {
         let g = self.group.as_ref()?;
         let (reply, rx) = oneshot::channel();
         g.send(GroupCommand::Committed { partitions, reply });
-        Some(rx)
-    }
-}
-
-impl<C> Inner<C> {
-    /// The rest of the close: a commit of what is still stored (auto-commit; a manual
-    /// assignment), then `Close` (LeaveGroup unless static, after the queued commits); the
-    /// receiver resolves when the group task is done.
-    fn send_close(&self) -> Option<oneshot::Receiver<()>> {
-        let g = self.group.as_ref()?;
-        if self.s.auto_commit {
-            let offsets = lock(&self.state).to_commit(None);
-            if !offsets.is_empty() {
-                let (reply, _) = oneshot::channel();
-                g.send(GroupCommand::Commit { offsets, reply });
-            }
-        }
-        let (done, rx) = oneshot::channel();
-        g.send(GroupCommand::Close(done));
         Some(rx)
     }
 }

@@ -17,7 +17,7 @@
 //! `.await` (its future is ready at once; the result goes to `commit_callback`).
 //!
 //! Files, one concept each: `settings` (configuration read), `context` (callbacks),
-//! `positions` (per-partition state and the consumer queue), `wire` (requests, record
+//! `positions` (per-partition state and the consumer queue), `rebalance` (group events applied with the callbacks; the close), `wire` (requests, record
 //! decoding, one-shot offset lookups), `fetcher` (the fetch task),
 //! `commit` (commits and their callbacks), `base_consumer` (the consumer itself), `stream_consumer` (`recv`, `stream`), `group` (the
 //! group membership).
@@ -28,6 +28,7 @@ pub mod context;
 pub(crate) mod fetcher;
 pub(crate) mod group;
 pub(crate) mod positions;
+pub(crate) mod rebalance;
 pub mod settings;
 pub mod stream_consumer;
 pub(crate) mod wire;

@@ -1,0 +1,150 @@
+//! Rebalances and the close, as librdkafka's consumer poll serves them: the group's events
+//! (Assign, Revoke, Lost, errors) applied one at a time with the context's callbacks, each
+//! answered with `RebalanceDone`; and `rd_kafka_consumer_close` (rdkafka runs it when the
+//! consumer is dropped): the events already decided served, a group assignment revoked through
+//! the callbacks, the stored offsets committed (auto-commit), then LeaveGroup.
+
+use tokio::sync::oneshot;
+
+use crate::rdkafka::consumer::base_consumer::{BaseConsumer, Inner, lock, tpl_of_tps};
+use crate::rdkafka::consumer::group::{GroupCommand, GroupEvent};
+use crate::rdkafka::consumer::positions::{Queued, Tp};
+use crate::rdkafka::consumer::{CommitMode, ConsumerContext, Rebalance, RebalanceProtocol};
+use crate::rdkafka::error::{KafkaError, KafkaResult};
+use crate::rdkafka::message::OwnedMessage;
+use crate::rdkafka::topic_partition_list::Offset;
+
+impl<C: ConsumerContext> Inner<C> {
+    /// The next thing for the application: a message or an error, after applying the group
+    /// events and commit callbacks due; `None` when nothing is there.
+    pub(crate) fn poll_once(&self, base: &BaseConsumer<C>) -> Option<KafkaResult<OwnedMessage>> {
+        loop {
+            if let Some(error) = self.apply_event(base) {
+                match error {
+                    Some(e) => return Some(Err(e)),
+                    None => continue,
+                }
+            }
+            let (entry, wake) = self.lock().pop(self.s.auto_offset_store);
+            if wake {
+                self.wake_fetcher();
+            }
+            match entry? {
+                Queued::Message { message, .. } => return Some(Ok(message)),
+                Queued::Error { error, .. } => return Some(Err(error)),
+                Queued::Commit(result, tpl) => self.context.commit_callback(result, &tpl),
+            }
+        }
+    }
+
+    /// Applies the oldest group event, if any: `Some(None)` applied, `Some(Some(e))` an error
+    /// for the application.
+    pub(crate) fn apply_event(&self, base: &BaseConsumer<C>) -> Option<Option<KafkaError>> {
+        let _one_at_a_time = lock(&self.rebalancing);
+        let event = lock(&self.events).pop_front()?;
+        let group = self.group.as_ref().expect("events come from the group");
+        match event {
+            GroupEvent::Error(e) => return Some(Some(e)),
+            GroupEvent::Assign { partitions, protocol } => {
+                let tpl = tpl_of_tps(&partitions);
+                self.context.pre_rebalance(base, &Rebalance::Assign(&tpl));
+                {
+                    let mut st = self.lock();
+                    st.lost = false;
+                    if protocol != RebalanceProtocol::Cooperative {
+                        let gone: Vec<Tp> =
+                            st.partitions.keys().filter(|tp| !partitions.contains(tp)).cloned().collect();
+                        for tp in &gone {
+                            st.remove(tp);
+                        }
+                    }
+                    for tp in partitions {
+                        if protocol != RebalanceProtocol::Cooperative || !st.partitions.contains_key(&tp) {
+                            st.add(tp, Offset::Invalid);
+                        }
+                    }
+                }
+                self.wake_fetcher();
+                self.context.post_rebalance(base, &Rebalance::Assign(&tpl));
+            }
+            GroupEvent::Revoke { partitions, protocol } => self.revoke(base, &partitions, protocol),
+            GroupEvent::Lost { partitions } => {
+                let tpl = tpl_of_tps(&partitions);
+                self.lock().lost = true;
+                self.context.pre_rebalance(base, &Rebalance::Revoke(&tpl));
+                let mut st = self.lock();
+                for tp in &partitions {
+                    st.remove(tp);
+                }
+                drop(st);
+                self.context.post_rebalance(base, &Rebalance::Revoke(&tpl));
+            }
+        }
+        group.send(GroupCommand::RebalanceDone);
+        Some(None)
+    }
+
+    /// A revoke that can commit (not lost): pre_rebalance(Revoke), auto-commit of the revoked
+    /// partitions' stored offsets, the assignment changed, post_rebalance(Revoke).
+    fn revoke(&self, base: &BaseConsumer<C>, partitions: &[Tp], protocol: RebalanceProtocol) {
+        let tpl = tpl_of_tps(partitions);
+        self.context.pre_rebalance(base, &Rebalance::Revoke(&tpl));
+        if self.s.auto_commit {
+            let offsets = self.lock().to_commit(Some(partitions));
+            if !offsets.is_empty() {
+                drop(self.commit_offsets(offsets, CommitMode::Async));
+            }
+        }
+        let mut st = self.lock();
+        if protocol == RebalanceProtocol::Cooperative {
+            for tp in partitions {
+                st.remove(tp);
+            }
+        } else {
+            // Eager: the whole assignment goes (librdkafka's assign(NULL)).
+            st.partitions.clear();
+        }
+        drop(st);
+        self.context.post_rebalance(base, &Rebalance::Revoke(&tpl));
+    }
+
+    /// librdkafka's `rd_kafka_consumer_close` (rdkafka runs it when the consumer is dropped),
+    /// up to the LeaveGroup: the group events already decided are served (as rdkafka's drop
+    /// polls the close queue), a group assignment is revoked through the rebalance callbacks
+    /// (committing the stored offsets with auto-commit), then [`Inner::send_close`]. Once only;
+    /// `None` the second time or without `group.id` (rdkafka closes only a group consumer).
+    pub(crate) fn close(&self, base: &BaseConsumer<C>) -> Option<oneshot::Receiver<()>> {
+        let group = self.group.as_ref()?;
+        if self.closed.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return None;
+        }
+        while self.apply_event(base).is_some() {}
+        let (assigned, subscribed) = {
+            let st = self.lock();
+            (st.partitions.keys().cloned().collect::<Vec<Tp>>(), !st.subscription.is_empty())
+        };
+        if subscribed && !assigned.is_empty() {
+            self.revoke(base, &assigned, group.rebalance_protocol());
+        }
+        self.send_close()
+    }
+}
+
+impl<C> Inner<C> {
+    /// The rest of the close: a commit of what is still stored (auto-commit; a manual
+    /// assignment), then `Close` (LeaveGroup unless static, after the queued commits); the
+    /// receiver resolves when the group task is done.
+    pub(crate) fn send_close(&self) -> Option<oneshot::Receiver<()>> {
+        let g = self.group.as_ref()?;
+        if self.s.auto_commit {
+            let offsets = lock(&self.state).to_commit(None);
+            if !offsets.is_empty() {
+                let (reply, _) = oneshot::channel();
+                g.send(GroupCommand::Commit { offsets, reply });
+            }
+        }
+        let (done, rx) = oneshot::channel();
+        g.send(GroupCommand::Close(done));
+        Some(rx)
+    }
+}
