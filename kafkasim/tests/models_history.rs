@@ -517,6 +517,36 @@ fn q8_is_quiet_on_a_drained_stop_seen_by_the_coordinator_and_for_static_members(
     assert!(!judge(&h.history(), &facts, &alo()).fired(Q8));
 }
 
+#[test]
+fn q8_excuses_a_member_cut_off_from_the_group_while_it_drained() {
+    // Stopped, then partitioned: its last commit is refused UNKNOWN_MEMBER_ID (the session
+    // expired), the partition is revoked as lost, it leaves; the coordinator saw it expire.
+    let mut h = H::new();
+    h.assign("c1", 0).process("c1", 0, 0).commit("c1", 0, 1).process("c1", 0, 1).ev("c1", What::Stop);
+    h.ev("c1", What::Commit { tp: tp(0), offset: 2, answer: Answer::Refused(25) });
+    h.ev("c1", What::Revoke { tp: tp(0), lost: true }).ev("c1", What::Leave);
+    let mut facts = Facts::default();
+    facts.generations.push(generation(1, &[("m1", "c1", &[0])]));
+    facts.departures.push(Departure {
+        at: h.now + Duration::from_secs(10),
+        member_id: "m1".into(),
+        cause: DepartureCause::SessionExpired,
+    });
+    let report = judge(&h.history(), &facts, &alo());
+    assert!(!report.fired(Q8), "{report}");
+    // A commit without an answer (the coordinator unreachable) may have stored the offset.
+    let mut h = H::new();
+    h.assign("c1", 0).process("c1", 0, 0).ev("c1", What::Stop);
+    h.ev("c1", What::Commit { tp: tp(0), offset: 1, answer: Answer::Unknown }).ev("c1", What::Leave);
+    let report = judge(&h.history(), &facts, &alo());
+    assert!(!report.fired(Q8), "{report}");
+    // Not cut off: the same expiry is still a violation.
+    let mut h = H::new();
+    h.assign("c1", 0).process("c1", 0, 0).ev("c1", What::Stop).commit("c1", 0, 1).ev("c1", What::Leave);
+    let v = only(&judge(&h.history(), &facts, &alo()), Q8, None, Some("c1")).clone();
+    assert!(v.message.contains("SessionExpired"), "{v}");
+}
+
 // ---- Q9 -----------------------------------------------------------------------------------
 
 fn settings() -> ConsumerSettings {

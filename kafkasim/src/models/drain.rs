@@ -17,6 +17,14 @@
 //!   partitions again (a new incarnation).
 //!
 //! A crash after the stop (the harness's SIGKILL after the grace) ends the member's obligations.
+//!
+//! Cut off during the drain — a partition revoked as lost (KIP-429's `onPartitionsLost`: the
+//! session expired or the generation was fenced, and committing it would move another owner's
+//! offset), or a commit refused `ILLEGAL_GENERATION`/`UNKNOWN_MEMBER_ID` — the member owes that
+//! partition nothing more; a commit left without an answer counts as possibly stored (as in every
+//! model). Either, or an unanswered commit, is evidence the coordinator could not be reached or no
+//! longer knew the member, so a departure the coordinator saw as a session expiry is not judged
+//! for it: its LeaveGroup could not arrive or would have been refused.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -26,6 +34,11 @@ use crate::models::facts::DepartureCause;
 use crate::models::facts::Facts;
 use crate::models::holds::Holds;
 use crate::models::model::{Model, Q8, Spec, Violation};
+
+/// Kafka's `ILLEGAL_GENERATION`.
+const ILLEGAL_GENERATION: i16 = 22;
+/// Kafka's `UNKNOWN_MEMBER_ID`.
+const UNKNOWN_MEMBER_ID: i16 = 25;
 
 #[derive(Debug, Default)]
 struct Member {
@@ -41,6 +54,8 @@ struct Member {
     committed: BTreeMap<TopicPartition, i64>,
     /// Its leave: (seq, at).
     left: Option<(u64, Duration)>,
+    /// Cut off from the group during the drain (see the module docs).
+    cut_off: bool,
 }
 
 /// Q8 (see the module docs).
@@ -49,8 +64,8 @@ pub struct ShutdownDrains {
     group: String,
     holds: Holds,
     members: BTreeMap<String, Member>,
-    /// (member, stop at, leave seq) of every drained stop, for the coordinator's evidence.
-    drained: Vec<(String, Duration, u64)>,
+    /// (member, stop at, leave seq, cut off) of every drained stop, for the coordinator's evidence.
+    drained: Vec<(String, Duration, u64, bool)>,
 }
 
 impl ShutdownDrains {
@@ -66,7 +81,12 @@ impl ShutdownDrains {
 }
 
 /// A member left: in-flight work and unfinished commits since its stop are violations.
-fn on_leave(drained: &mut Vec<(String, Duration, u64)>, group: &str, m: &mut Member, e: &Event) -> Vec<Violation> {
+fn on_leave(
+    drained: &mut Vec<(String, Duration, u64, bool)>,
+    group: &str,
+    m: &mut Member,
+    e: &Event,
+) -> Vec<Violation> {
     let mut out = Vec::new();
     let stop = m.stop.take();
     let owed = std::mem::take(&mut m.owed);
@@ -81,7 +101,7 @@ fn on_leave(drained: &mut Vec<(String, Duration, u64)>, group: &str, m: &mut Mem
         .collect();
     m.left = Some((e.seq, e.at));
     if let Some((stop_seq, stop_at)) = stop {
-        drained.push((e.member.clone(), stop_at, e.seq));
+        drained.push((e.member.clone(), stop_at, e.seq, std::mem::take(&mut m.cut_off)));
         for ((tp, offset), seq) in in_flight {
             let v = violation(
                 group,
@@ -155,9 +175,19 @@ impl Model for ShutdownDrains {
                 }
             }
             What::Commit { tp, offset, answer } => {
-                if *answer == Answer::Accepted {
+                if answer.may_have_stored() {
                     let c = m.committed.entry(tp.clone()).or_insert(*offset);
                     *c = (*c).max(*offset);
+                }
+                if m.stop.is_some() {
+                    match answer {
+                        Answer::Unknown => m.cut_off = true,
+                        Answer::Refused(ILLEGAL_GENERATION | UNKNOWN_MEMBER_ID) => {
+                            m.cut_off = true;
+                            m.owed.remove(tp);
+                        }
+                        _ => {}
+                    }
                 }
                 if let Some(when) = after_leave {
                     let v = violation(group, e, format!("committed {offset} ({answer}) {when}"))
@@ -175,6 +205,10 @@ impl Model for ShutdownDrains {
             What::Leave => out.extend(on_leave(&mut self.drained, group, m, e)),
             What::Crash => {
                 *m = Member::default();
+            }
+            What::Revoke { tp, lost: true } if m.stop.is_some() => {
+                m.cut_off = true;
+                m.owed.remove(tp);
             }
             What::Revoke { .. } | What::Heal { .. } => {}
         }
@@ -203,9 +237,9 @@ impl Model for ShutdownDrains {
                 out.push(v);
             }
         }
-        for (member, stop_at, leave_seq) in &self.drained {
+        for (member, stop_at, leave_seq, cut_off) in &self.drained {
             let ids = facts.member_ids_of(member);
-            if ids.is_empty() || facts.is_static(member) {
+            if ids.is_empty() || facts.is_static(member) || *cut_off {
                 continue;
             }
             let seen = facts.departures.iter().find(|d| d.at >= *stop_at && ids.contains(d.member_id.as_str()));
