@@ -60,6 +60,11 @@ fn tps(tpl: &TopicPartitionList) -> Vec<Tp> {
     tpl.elements().iter().map(|e| (e.topic().to_string(), e.partition())).collect()
 }
 
+fn has_duplicates(tpl: &TopicPartitionList) -> bool {
+    let all = tps(tpl);
+    all.iter().collect::<std::collections::BTreeSet<_>>().len() != all.len()
+}
+
 pub(crate) fn tpl_of_tps(partitions: &[Tp]) -> TopicPartitionList {
     let mut tpl = TopicPartitionList::with_capacity(partitions.len());
     for (t, p) in partitions {
@@ -155,6 +160,19 @@ impl<C: ConsumerContext> BaseConsumer<C> {
         self.inner.group.as_ref().map_or(-1, GroupHandle::generation)
     }
 
+    /// librdkafka refuses assignment changes through the API of the other rebalance protocol
+    /// once the group negotiated one (`__STATE`: "must be made using assign() when rebalance
+    /// protocol type is EAGER", or incremental_(un)assign() when COOPERATIVE); rdkafka reports
+    /// the code's description for assign/unassign and its name for the incremental calls.
+    fn check_method(&self, incremental: bool, message: &str) -> KafkaResult<()> {
+        let wrong = match self.rebalance_protocol() {
+            RebalanceProtocol::Eager => incremental,
+            RebalanceProtocol::Cooperative => !incremental,
+            RebalanceProtocol::None => false,
+        };
+        if wrong { Err(KafkaError::Subscription(message.into())) } else { Ok(()) }
+    }
+
     fn committed_lookup(
         &self,
         tpl: TopicPartitionList,
@@ -227,9 +245,14 @@ impl<C: ConsumerContext> Consumer<C> for BaseConsumer<C> {
     }
 
     fn assign(&self, assignment: &TopicPartitionList) -> KafkaResult<()> {
+        self.check_method(false, Code::State.description())?;
         let mut st = self.inner.lock();
         st.partitions.clear();
         st.lost = false;
+        // librdkafka clears the assignment, then refuses a list with duplicates.
+        if has_duplicates(assignment) {
+            return Err(KafkaError::Subscription(Code::InvalidArgument.description().into()));
+        }
         for e in assignment.elements() {
             st.add((e.topic().to_string(), e.partition()), e.offset());
         }
@@ -239,12 +262,21 @@ impl<C: ConsumerContext> Consumer<C> for BaseConsumer<C> {
     }
 
     fn unassign(&self) -> KafkaResult<()> {
+        self.check_method(false, Code::State.description())?;
         self.inner.lock().partitions.clear();
         Ok(())
     }
 
     fn incremental_assign(&self, assignment: &TopicPartitionList) -> KafkaResult<()> {
+        self.check_method(true, "_STATE")?;
         let mut st = self.inner.lock();
+        // librdkafka's rd_kafka_assignment_add: all or nothing.
+        if has_duplicates(assignment) {
+            return Err(KafkaError::Subscription("_INVALID_ARG".into()));
+        }
+        if tps(assignment).iter().any(|tp| st.partitions.contains_key(tp)) {
+            return Err(KafkaError::Subscription("_CONFLICT".into()));
+        }
         for e in assignment.elements() {
             st.add((e.topic().to_string(), e.partition()), e.offset());
         }
@@ -254,8 +286,14 @@ impl<C: ConsumerContext> Consumer<C> for BaseConsumer<C> {
     }
 
     fn incremental_unassign(&self, assignment: &TopicPartitionList) -> KafkaResult<()> {
+        self.check_method(true, "_STATE")?;
         let mut st = self.inner.lock();
-        for tp in tps(assignment) {
+        // librdkafka's rd_kafka_assignment_subtract: all or nothing.
+        let partitions = tps(assignment);
+        if partitions.iter().any(|tp| !st.partitions.contains_key(tp)) {
+            return Err(KafkaError::Subscription("_INVALID_ARG".into()));
+        }
+        for tp in partitions {
             st.remove(&tp);
         }
         Ok(())
