@@ -30,7 +30,7 @@ use crate::rdkafka::consumer::settings::{ConsumerSettings, OffsetReset};
 use crate::rdkafka::consumer::wire;
 use crate::rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode as Code};
 use crate::rdkafka::net::{Dialer, Stream};
-use crate::rdkafka::producer::metadata::{METADATA_VERSION, Metadata};
+use crate::rdkafka::producer::metadata::{METADATA_VERSION, Metadata, TopicState};
 use crate::requests::string;
 
 /// The Fetch version sent (kafkasim serves 4–12, Apache Kafka 4.x 4–17; v12 is the last that
@@ -93,6 +93,8 @@ struct Fetcher {
     busy: BTreeSet<(i32, Kind)>,
     tasks: JoinSet<Done>,
     auto_commit_at: Option<Instant>,
+    /// Assigned partitions (and their assignment version) reported missing already.
+    reported_missing: BTreeSet<(Tp, u64)>,
 }
 
 /// Spawns the fetcher; it ends when `alive`'s sender is dropped.
@@ -123,6 +125,7 @@ pub(crate) fn spawn(
         busy: BTreeSet::new(),
         tasks: JoinSet::new(),
         auto_commit_at,
+        reported_missing: BTreeSet::new(),
     };
     super::spawn_task(f.run());
 }
@@ -162,6 +165,22 @@ impl Fetcher {
                 () = self.signals.fetcher.notified() => {}
                 () = sleep_until(wake) => {}
             }
+        }
+    }
+
+    /// The error librdkafka reports for an assigned partition the metadata says does not
+    /// exist: `UnknownTopicOrPartition` once the topic was missing for
+    /// `topic.metadata.propagation.max.ms` (`rd_kafka_topic_set_notexists`), `UnknownPartition`
+    /// for a partition beyond the topic's count ("desired partition is not available").
+    fn missing(&self, tp: &Tp, now: Instant) -> Option<KafkaError> {
+        match self.metadata.topic(&tp.0)? {
+            TopicState::Failed { code: 3, since } if now >= *since + self.s.metadata_propagation_max => {
+                Some(KafkaError::MessageConsumption(Code::UnknownTopicOrPartition))
+            }
+            TopicState::Known(leaders) if usize::try_from(tp.1).map_or(true, |i| i >= leaders.len()) => {
+                Some(KafkaError::MessageConsumption(Code::UnknownPartition))
+            }
+            _ => None,
         }
     }
 
@@ -207,6 +226,11 @@ impl Fetcher {
                 continue;
             }
             let Some((leader, _)) = self.metadata.leader(&tp.0, tp.1) else {
+                if let Some(error) = self.missing(tp, now)
+                    && self.reported_missing.insert((tp.clone(), p.version))
+                {
+                    errors.push((tp.clone(), p.version, error));
+                }
                 // Asked again within retry.backoff.ms (not at once: a topic that does not exist
                 // would be asked for in a loop).
                 let soon = now + self.s.retry_backoff;

@@ -55,6 +55,9 @@ pub struct ConsumerSettings {
     pub metadata_refresh: Option<Duration>,
     /// `allow.auto.create.topics` (the consumer's default: false).
     pub auto_create_topics: bool,
+    /// `topic.metadata.propagation.max.ms` (default 30 s): how long an assigned topic the
+    /// cluster says does not exist is waited for before the consumer reports it.
+    pub metadata_propagation_max: Duration,
 }
 
 fn int(config: &ClientConfig, keys: &[&str], default: i64) -> i64 {
@@ -120,6 +123,9 @@ impl ConsumerSettings {
             socket_timeout: millis(config, "socket.timeout.ms", 60_000),
             metadata_refresh: (refresh >= 0).then(|| Duration::from_millis(refresh as u64)),
             auto_create_topics: flag(config, "allow.auto.create.topics", false),
+            metadata_propagation_max: Duration::from_millis(
+                u64::try_from(int(config, &["topic.metadata.propagation.max.ms"], 30_000)).unwrap_or(0),
+            ),
         })
     }
 }
