@@ -1,0 +1,184 @@
+//! `kafkasim::rdkafka`'s consumer on the error paths librdkafka 2.12 defines, inside a
+//! simulation: assignment calls refused (`rd_kafka_assignment_add`/`_subtract`, the wrong API
+//! for the negotiated rebalance protocol), a commit answered ILLEGAL_GENERATION, a fenced static
+//! member that is not the leader, and a manually assigned topic or partition that does not exist.
+
+#[path = "rdkafka_shaped_group/kit.rs"]
+mod kit;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafkasim::Cluster;
+use kafkasim::rdkafka::config::ClientConfig;
+use kafkasim::rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
+use kafkasim::rdkafka::error::{KafkaError, RDKafkaErrorCode as Code};
+use kafkasim::rdkafka::{Offset, TopicPartitionList};
+use sim::{Ctx, Failure, Simulation};
+
+use kit::{Log, check, fail, in_node, member, produce, until};
+
+fn tpl(entries: &[(&str, i32)]) -> TopicPartitionList {
+    let mut tpl = TopicPartitionList::new();
+    for (t, p) in entries {
+        tpl.add_partition_offset(t, *p, Offset::Beginning).expect("valid offset");
+    }
+    tpl
+}
+
+fn subscription(e: &str) -> KafkaResult {
+    Err(KafkaError::Subscription(e.into()))
+}
+
+type KafkaResult = Result<(), KafkaError>;
+
+/// Without a group: incremental_assign of an assigned partition fails `_CONFLICT`, of a list
+/// with a duplicate `_INVALID_ARG`, incremental_unassign of an unassigned partition
+/// `_INVALID_ARG` — each leaving the assignment as it was. In an eager group the incremental
+/// calls fail `_STATE`, in a cooperative one assign/unassign fail "Local: Erroneous state".
+async fn assignment_calls(ctx: Ctx) -> Result<(), Failure> {
+    let cluster = Cluster::builder().brokers(1).initial_rebalance_delay(Duration::ZERO).build();
+    let bootstrap = cluster.serve_sim(&ctx)?;
+    cluster.create_topic("a", 3).map_err(fail)?;
+    in_node(&ctx, move |_node| {
+        let bootstrap = bootstrap.clone();
+        async move {
+            let mut config = ClientConfig::new();
+            config.set("bootstrap.servers", &bootstrap);
+            let c: StreamConsumer = config.create().map_err(fail)?;
+            c.assign(&tpl(&[("a", 0)])).map_err(fail)?;
+            check(c.incremental_assign(&tpl(&[("a", 0)])) == subscription("_CONFLICT"), "already assigned")?;
+            check(c.incremental_assign(&tpl(&[("a", 1), ("a", 1)])) == subscription("_INVALID_ARG"), "duplicate")?;
+            check(c.incremental_unassign(&tpl(&[("a", 2)])) == subscription("_INVALID_ARG"), "not assigned")?;
+            check(c.assignment().map_err(fail)?.count() == 1, "nothing changed by the refused calls")?;
+            c.incremental_assign(&tpl(&[("a", 1), ("a", 2)])).map_err(fail)?;
+            c.incremental_unassign(&tpl(&[("a", 0)])).map_err(fail)?;
+            check(c.assignment().map_err(fail)?.count() == 2, "a1, a2 assigned")?;
+
+            let log: Log = Arc::default();
+            let eager = member(&bootstrap, "e", &log, &[("group.id", "eager")])?;
+            eager.subscribe(&["a"]).map_err(fail)?;
+            until(&eager, 3).await?;
+            check(eager.incremental_assign(&tpl(&[("a", 0)])) == subscription("_STATE"), "eager: incremental")?;
+            let coop = [("group.id", "coop"), ("partition.assignment.strategy", "cooperative-sticky")];
+            let coop = member(&bootstrap, "c", &log, &coop)?;
+            coop.subscribe(&["a"]).map_err(fail)?;
+            until(&coop, 3).await?;
+            let state = subscription(Code::State.description());
+            check(coop.assign(&tpl(&[("a", 0)])) == state && coop.unassign() == state, "cooperative: assign")?;
+            check(coop.assignment().map_err(fail)?.count() == 3, "the group's assignment stays")?;
+            Ok(())
+        }
+    })
+    .await
+}
+
+/// A commit answered ILLEGAL_GENERATION (the coordinator moved on to a newer generation):
+/// the commit fails `ConsumerCommit(IllegalGeneration)`, the assignment is lost (revoked) and
+/// the member rejoins under a newer generation and is assigned again.
+async fn illegal_generation(ctx: Ctx) -> Result<(), Failure> {
+    use kafkasim::kafka_protocol::ResponseError;
+    use kafkasim::kafka_protocol::messages::ApiKey;
+    use kafkasim::{Fault, FaultAction};
+    let cluster = Cluster::builder().brokers(1).initial_rebalance_delay(Duration::ZERO).build();
+    let bootstrap = cluster.serve_sim(&ctx)?;
+    cluster.create_topic("i", 1).map_err(fail)?;
+    let (c2, ctx2) = (cluster.clone(), ctx.clone());
+    in_node(&ctx, move |_node| {
+        let (ctx, cluster, bootstrap) = (ctx2.clone(), c2.clone(), bootstrap.clone());
+        async move {
+            produce(&bootstrap, "i", 0, 2).await?;
+            let log: Log = Arc::default();
+            let a = member(&bootstrap, "a", &log, &[])?;
+            a.subscribe(&["i"]).map_err(fail)?;
+            let mut read = until(&a, 1).await?.len();
+            while read < 2 {
+                drop(a.recv().await.map_err(fail)?);
+                read += 1;
+            }
+            let generation = a.generation();
+            let fault = Fault::new(ApiKey::OffsetCommit, FaultAction::Error(ResponseError::IllegalGeneration));
+            let fault = cluster.install(fault.group("g"));
+            let r = a.commit_consumer_state(CommitMode::Sync).await;
+            check(
+                r == Err(KafkaError::ConsumerCommit(Code::IllegalGeneration)),
+                format!("the commit fails ILLEGAL_GENERATION: {r:?}"),
+            )?;
+            drop(fault);
+            for _ in 0..100 {
+                if a.generation() > generation && a.assignment().map_err(fail)?.count() == 1 {
+                    break;
+                }
+                let _ = tokio::time::timeout(Duration::from_millis(100), a.recv()).await;
+            }
+            let l = log.lock().expect("log").clone();
+            ctx.record("rdkge.illegal", "log", format!("{l:?}"));
+            check(a.generation() > generation, format!("rejoined: generation {} > {generation}", a.generation()))?;
+            check(l.iter().any(|e| e.starts_with("a pre revoke")), format!("the assignment was revoked: {l:?}"))?;
+            check(cluster.committed("g", "i", 0).is_none(), "nothing was committed")?;
+            Ok(())
+        }
+    })
+    .await
+}
+
+#[test]
+fn assignment_calls_are_refused_as_librdkafka_refuses_them() {
+    Simulation::new("rdkge_assign").seeds(0..3).repeat(2).run(assignment_calls).assert_passed();
+}
+
+#[test]
+fn a_commit_answered_illegal_generation_fails_and_the_member_rejoins() {
+    Simulation::new("rdkge_illegal").seeds(0..3).repeat(2).run(illegal_generation).assert_passed();
+}
+
+/// A manual assignment of a topic that does not exist: once the cluster said so for
+/// `topic.metadata.propagation.max.ms` recv() returns `MessageConsumption(UnknownTopicOrPartition)`
+/// (librdkafka's `rd_kafka_topic_set_notexists`), once; a partition beyond an existing topic's
+/// count returns `MessageConsumption(UnknownPartition)`; the rest of the assignment is read.
+async fn missing_topic(ctx: Ctx) -> Result<(), Failure> {
+    let cluster = Cluster::builder().brokers(1).build();
+    let bootstrap = cluster.serve_sim(&ctx)?;
+    cluster.create_topic("m", 1).map_err(fail)?;
+    let ctx2 = ctx.clone();
+    in_node(&ctx, move |_node| {
+        let (ctx, bootstrap) = (ctx2.clone(), bootstrap.clone());
+        async move {
+            produce(&bootstrap, "m", 0, 1).await?;
+            let mut config = ClientConfig::new();
+            config.set("bootstrap.servers", &bootstrap).set("topic.metadata.propagation.max.ms", "5000");
+            let c: StreamConsumer = config.create().map_err(fail)?;
+            c.assign(&tpl(&[("m", 0), ("m", 7), ("nope", 0)])).map_err(fail)?;
+            let started = tokio::time::Instant::now();
+            let mut seen = Vec::new();
+            while started.elapsed() < Duration::from_secs(12) {
+                match tokio::time::timeout(Duration::from_millis(200), c.recv()).await {
+                    Ok(Ok(m)) => {
+                        seen.push((format!("message {}", kafkasim::rdkafka::Message::offset(&m)), started.elapsed()))
+                    }
+                    Ok(Err(e)) => seen.push((e.to_string(), started.elapsed())),
+                    Err(_) => {}
+                }
+            }
+            ctx.record("rdkge.missing", "seen", format!("{seen:?}"));
+            let what: Vec<&str> = seen.iter().map(|(w, _)| w.as_str()).collect();
+            let unknown_topic = KafkaError::MessageConsumption(Code::UnknownTopicOrPartition).to_string();
+            let unknown_partition = KafkaError::MessageConsumption(Code::UnknownPartition).to_string();
+            check(what.iter().filter(|w| **w == unknown_topic).count() == 1, format!("one unknown topic: {what:?}"))?;
+            check(
+                what.iter().filter(|w| **w == unknown_partition).count() == 1,
+                format!("one unknown partition: {what:?}"),
+            )?;
+            check(what.contains(&"message 0"), format!("m0 is read: {what:?}"))?;
+            let at = seen.iter().find(|(w, _)| *w == unknown_topic).map(|(_, t)| *t).unwrap_or_default();
+            check(at >= Duration::from_secs(5), format!("not before the propagation window: {at:?}"))?;
+            Ok(())
+        }
+    })
+    .await
+}
+
+#[test]
+fn a_missing_assigned_topic_or_partition_is_reported_once() {
+    Simulation::new("rdkge_missing").seeds(0..3).repeat(2).run(missing_topic).assert_passed();
+}
