@@ -547,6 +547,34 @@ fn q8_excuses_a_member_cut_off_from_the_group_while_it_drained() {
     assert!(v.message.contains("SessionExpired"), "{v}");
 }
 
+#[test]
+fn q8_judges_the_stopped_incarnations_member_id_not_a_crashed_predecessors() {
+    // c1's first incarnation (member id m1, generation 1) crashes; the next (m2, generation 2,
+    // formed after the crash) stops, drains and leaves by LeaveGroup; m1's session expires after
+    // the stop. That expiry is the crash's, not the stop's.
+    let mut h = H::new();
+    h.assign("c1", 0).process("c1", 0, 0).commit("c1", 0, 1).ev("c1", What::Crash);
+    let crashed = h.now;
+    h.wait(Duration::from_secs(1)).assign("c1", 0).process("c1", 0, 1).ev("c1", What::Stop);
+    h.commit("c1", 0, 2).ev("c1", What::Leave);
+    let mut facts = Facts::default();
+    facts.generations.push(generation(1, &[("m1", "c1", &[0])]));
+    let mut second = generation(2, &[("m2", "c1", &[0])]);
+    second.at = crashed + Duration::from_millis(500);
+    facts.generations.push(second);
+    // m1 expires during m2's drain, before m2's LeaveGroup.
+    let during = h.now - Duration::from_millis(5);
+    facts.departures.push(Departure { at: during, member_id: "m1".into(), cause: DepartureCause::SessionExpired });
+    facts.departures.push(Departure { at: h.now, member_id: "m2".into(), cause: DepartureCause::Left });
+    let report = judge(&h.history(), &facts, &alo());
+    assert!(!report.fired(Q8), "{report}");
+    // The stopped incarnation's own id expiring is still a violation.
+    let after = h.now + Duration::from_secs(2);
+    facts.departures = vec![Departure { at: after, member_id: "m2".into(), cause: DepartureCause::SessionExpired }];
+    let v = only(&judge(&h.history(), &facts, &alo()), Q8, None, Some("c1")).clone();
+    assert!(v.message.contains("m2") && v.message.contains("SessionExpired"), "{v}");
+}
+
 // ---- Q9 -----------------------------------------------------------------------------------
 
 fn settings() -> ConsumerSettings {

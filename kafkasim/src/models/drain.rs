@@ -25,6 +25,12 @@
 //! model). Either, or an unanswered commit, is evidence the coordinator could not be reached or no
 //! longer knew the member, so a departure the coordinator saw as a session expiry is not judged
 //! for it: its LeaveGroup could not arrive or would have been refused.
+//!
+//! The departure judged is that of the stopped incarnation's member id: the client's member ids
+//! first seen in a generation after its previous incarnation ended (its last crash or leave
+//! before the stop). An earlier incarnation that crashed keeps its member id in the group until
+//! its session expires — possibly after the next incarnation's stop — and that expiry is the
+//! crash's, not the stop's.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -56,6 +62,19 @@ struct Member {
     left: Option<(u64, Duration)>,
     /// Cut off from the group during the drain (see the module docs).
     cut_off: bool,
+    /// When its previous incarnation ended (its last crash or leave).
+    ended: Option<Duration>,
+}
+
+/// A drained stop, for the coordinator's evidence.
+#[derive(Debug)]
+struct Drained {
+    member: String,
+    stop_at: Duration,
+    leave_seq: u64,
+    cut_off: bool,
+    /// When the incarnation before the stopped one ended (none: the first).
+    since: Option<Duration>,
 }
 
 /// Q8 (see the module docs).
@@ -64,8 +83,8 @@ pub struct ShutdownDrains {
     group: String,
     holds: Holds,
     members: BTreeMap<String, Member>,
-    /// (member, stop at, leave seq, cut off) of every drained stop, for the coordinator's evidence.
-    drained: Vec<(String, Duration, u64, bool)>,
+    /// Every drained stop, for the coordinator's evidence.
+    drained: Vec<Drained>,
 }
 
 impl ShutdownDrains {
@@ -81,12 +100,7 @@ impl ShutdownDrains {
 }
 
 /// A member left: in-flight work and unfinished commits since its stop are violations.
-fn on_leave(
-    drained: &mut Vec<(String, Duration, u64, bool)>,
-    group: &str,
-    m: &mut Member,
-    e: &Event,
-) -> Vec<Violation> {
+fn on_leave(drained: &mut Vec<Drained>, group: &str, m: &mut Member, e: &Event) -> Vec<Violation> {
     let mut out = Vec::new();
     let stop = m.stop.take();
     let owed = std::mem::take(&mut m.owed);
@@ -100,8 +114,15 @@ fn on_leave(
         })
         .collect();
     m.left = Some((e.seq, e.at));
+    let since = m.ended.replace(e.at);
     if let Some((stop_seq, stop_at)) = stop {
-        drained.push((e.member.clone(), stop_at, e.seq, std::mem::take(&mut m.cut_off)));
+        drained.push(Drained {
+            member: e.member.clone(),
+            stop_at,
+            leave_seq: e.seq,
+            cut_off: std::mem::take(&mut m.cut_off),
+            since,
+        });
         for ((tp, offset), seq) in in_flight {
             let v = violation(
                 group,
@@ -127,6 +148,18 @@ fn on_leave(
         }
     }
     out
+}
+
+/// `client`'s member ids first seen in a generation formed after `since` (all of them without).
+fn incarnation_ids<'f>(facts: &'f Facts, client: &str, since: Option<Duration>) -> BTreeSet<&'f str> {
+    let mut first_seen: BTreeMap<&str, Duration> = BTreeMap::new();
+    for g in &facts.generations {
+        for m in g.members.iter().filter(|m| m.client_id == client) {
+            let at = first_seen.entry(m.member_id.as_str()).or_insert(g.at);
+            *at = (*at).min(g.at);
+        }
+    }
+    first_seen.into_iter().filter(|(_, at)| since.is_none_or(|s| *at > s)).map(|(id, _)| id).collect()
 }
 
 fn violation(group: &str, e: &Event, message: String) -> Violation {
@@ -204,7 +237,7 @@ impl Model for ShutdownDrains {
             }
             What::Leave => out.extend(on_leave(&mut self.drained, group, m, e)),
             What::Crash => {
-                *m = Member::default();
+                *m = Member { ended: Some(e.at), ..Member::default() };
             }
             What::Revoke { tp, lost: true } if m.stop.is_some() => {
                 m.cut_off = true;
@@ -237,8 +270,8 @@ impl Model for ShutdownDrains {
                 out.push(v);
             }
         }
-        for (member, stop_at, leave_seq, cut_off) in &self.drained {
-            let ids = facts.member_ids_of(member);
+        for Drained { member, stop_at, leave_seq, cut_off, since } in &self.drained {
+            let ids = incarnation_ids(facts, member, *since);
             if ids.is_empty() || facts.is_static(member) || *cut_off {
                 continue;
             }
