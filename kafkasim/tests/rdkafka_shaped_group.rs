@@ -109,6 +109,117 @@ async fn stop_and_crash(ctx: Ctx) -> Result<(), Failure> {
     Ok(())
 }
 
+/// roundrobin across two topics (x: 3 partitions, y: 1): the four partitions, sorted, are dealt
+/// to the two members in member-id order (librdkafka's `rd_kafka_roundrobin_assignor`): two
+/// each — range would give three and one.
+async fn roundrobin_two_topics(ctx: Ctx) -> Result<(), Failure> {
+    let cluster = Cluster::builder().brokers(1).initial_rebalance_delay(Duration::ZERO).build();
+    let bootstrap = cluster.serve_sim(&ctx)?;
+    cluster.create_topic("x", 3).map_err(fail)?;
+    cluster.create_topic("y", 1).map_err(fail)?;
+    let ctx2 = ctx.clone();
+    in_node(&ctx, move |_node| {
+        let (ctx, bootstrap) = (ctx2.clone(), bootstrap.clone());
+        async move {
+            let log: Log = Arc::default();
+            let rr = [("partition.assignment.strategy", "roundrobin")];
+            let a = member(&bootstrap, "a", &log, &rr)?;
+            a.subscribe(&["x", "y"]).map_err(fail)?;
+            until(&a, 4).await?;
+            let b = member(&bootstrap, "b", &log, &rr)?;
+            b.subscribe(&["x", "y"]).map_err(fail)?;
+            let (ra, rb) = tokio::join!(until(&a, 2), until(&b, 2));
+            ra?;
+            rb?;
+            let held = |c: &kafkasim::rdkafka::consumer::StreamConsumer<kit::Recorder>| {
+                kit::parts(&c.assignment().unwrap_or_default())
+            };
+            let (ha, hb) = (held(&a), held(&b));
+            ctx.record("rdkg.rr", "held", format!("{ha:?} {hb:?}"));
+            let first = if a.member_id() < b.member_id() { (&ha, &hb) } else { (&hb, &ha) };
+            check(
+                *first.0 == ["x0", "x2"] && *first.1 == ["x1", "y0"],
+                format!("dealt in member-id order: {first:?}"),
+            )?;
+            Ok(())
+        }
+    })
+    .await
+}
+
+/// Three eager (range) members share three partitions, one each, in one generation; when one
+/// closes, the other two are revoked everything (pre/post_rebalance(Revoke) of what each held)
+/// and get the three partitions between them in the next generation, which all rebalance
+/// callbacks agree on; the leaver's partition resumes at its committed offset.
+async fn three_then_a_leave(ctx: Ctx) -> Result<(), Failure> {
+    let cluster = Cluster::builder().brokers(1).initial_rebalance_delay(Duration::ZERO).build();
+    let bootstrap = cluster.serve_sim(&ctx)?;
+    cluster.create_topic("t", 3).map_err(fail)?;
+    let (c2, ctx2) = (cluster.clone(), ctx.clone());
+    in_node(&ctx, move |_node| {
+        let (ctx, cluster, bootstrap) = (ctx2.clone(), c2.clone(), bootstrap.clone());
+        async move {
+            for p in 0..3 {
+                produce(&bootstrap, "t", p, 2).await?;
+            }
+            let log: Log = Arc::default();
+            let a = member(&bootstrap, "a", &log, &[])?;
+            let b = member(&bootstrap, "b", &log, &[])?;
+            let c = member(&bootstrap, "c", &log, &[])?;
+            for m in [&a, &b, &c] {
+                m.subscribe(&["t"]).map_err(fail)?;
+            }
+            let (ra, rb, rc) = tokio::join!(until(&a, 1), until(&b, 1), until(&c, 1));
+            let read_c = rc?;
+            ra?;
+            rb?;
+            check(a.generation() == b.generation() && b.generation() == c.generation(), "one generation for all")?;
+            let generation = a.generation();
+            let mut read_c = read_c.len();
+            while read_c < 2 {
+                drop(c.recv().await.map_err(fail)?);
+                read_c += 1;
+            }
+            let c_part = kit::parts(&c.assignment().map_err(fail)?);
+            let before = log.lock().expect("log").len();
+            c.close().await;
+            let c_id = format!("t{}", &c_part[0][1..]);
+            let partition: i32 = c_part[0][1..].parse().map_err(fail)?;
+            check(
+                cluster.committed("g", "t", partition).map(|c| c.0) == Some(2),
+                format!("c committed {c_id} on close"),
+            )?;
+            let held = |m: &kafkasim::rdkafka::consumer::StreamConsumer<kit::Recorder>| {
+                m.assignment().map(|t| t.count()).unwrap_or(0)
+            };
+            for _ in 0..300 {
+                if held(&a) + held(&b) == 3 && a.generation() > generation && a.generation() == b.generation() {
+                    break;
+                }
+                let _ = tokio::join!(
+                    tokio::time::timeout(Duration::from_millis(50), a.recv()),
+                    tokio::time::timeout(Duration::from_millis(50), b.recv())
+                );
+            }
+            let after: Vec<String> = log.lock().expect("log")[before..].to_vec();
+            ctx.record("rdkg.three", "after", format!("{after:?}"));
+            check(held(&a) + held(&b) == 3, format!("a and b hold the three: {after:?}"))?;
+            check(a.generation() > generation && a.generation() == b.generation(), "a newer generation for both")?;
+            for name in ["a", "b"] {
+                let revoke = after.iter().position(|l| l.starts_with(&format!("{name} pre revoke")));
+                let revoked = after.iter().position(|l| *l == format!("{name} post revoke (holds [])"));
+                let assign = after.iter().position(|l| l.starts_with(&format!("{name} pre assign")));
+                check(
+                    revoke.is_some() && revoke < revoked && revoked < assign,
+                    format!("{name}: eager revoke of everything, then the new assignment: {after:?}"),
+                )?;
+            }
+            Ok(())
+        }
+    })
+    .await
+}
+
 #[test]
 fn dropping_a_consumer_revokes_through_the_callbacks_commits_and_leaves() {
     Simulation::new("rdkg_drop").seeds(0..3).repeat(2).run(drop_closes).assert_passed();
@@ -162,4 +273,14 @@ async fn close_during_join(ctx: Ctx) -> Result<(), Failure> {
 #[test]
 fn a_consumer_closed_while_joining_still_leaves() {
     Simulation::new("rdkg_join").seeds(0..3).repeat(2).run(close_during_join).assert_passed();
+}
+
+#[test]
+fn roundrobin_deals_partitions_of_two_topics_in_member_order() {
+    Simulation::new("rdkg_rr").seeds(0..3).repeat(2).run(roundrobin_two_topics).assert_passed();
+}
+
+#[test]
+fn three_eager_members_then_one_leaves() {
+    Simulation::new("rdkg_three").seeds(0..3).repeat(2).run(three_then_a_leave).assert_passed();
 }

@@ -122,6 +122,71 @@ async fn illegal_generation(ctx: Ctx) -> Result<(), Failure> {
     .await
 }
 
+/// A static member that is not the leader is fenced (a new instance with its
+/// group.instance.id joins): its recv() returns `MessageConsumptionFatal(FencedInstanceId)`
+/// (librdkafka's `rd_kafka_set_fatal_error`), its assignment is lost, and it does not rejoin;
+/// the leader and the new instance share the partitions.
+async fn fenced_follower(ctx: Ctx) -> Result<(), Failure> {
+    let cluster = Cluster::builder().brokers(1).initial_rebalance_delay(Duration::ZERO).build();
+    let bootstrap = cluster.serve_sim(&ctx)?;
+    cluster.create_topic("f", 2).map_err(fail)?;
+    let (c2, ctx2) = (cluster.clone(), ctx.clone());
+    in_node(&ctx, move |_node| {
+        let (ctx, cluster, bootstrap) = (ctx2.clone(), c2.clone(), bootstrap.clone());
+        async move {
+            let log: Log = Arc::default();
+            let leader = member(&bootstrap, "leader", &log, &[("group.instance.id", "i-leader")])?;
+            leader.subscribe(&["f"]).map_err(fail)?;
+            until(&leader, 2).await?;
+            let old = member(&bootstrap, "old", &log, &[("group.instance.id", "i-b")])?;
+            old.subscribe(&["f"]).map_err(fail)?;
+            let (rl, ro) = tokio::join!(until(&leader, 1), until(&old, 1));
+            rl?;
+            ro?;
+            let view = cluster.group("g").ok_or_else(|| fail("the group"))?;
+            check(view.leader == leader.member_id(), "the first member leads")?;
+            let new = member(&bootstrap, "new", &log, &[("group.instance.id", "i-b")])?;
+            new.subscribe(&["f"]).map_err(fail)?;
+            let mut fatal = None;
+            for _ in 0..200 {
+                let (o, _, _) = tokio::join!(
+                    tokio::time::timeout(Duration::from_millis(50), old.recv()),
+                    tokio::time::timeout(Duration::from_millis(50), leader.recv()),
+                    tokio::time::timeout(Duration::from_millis(50), new.recv()),
+                );
+                if let Ok(Err(e)) = o {
+                    fatal = Some(e);
+                    break;
+                }
+            }
+            check(
+                fatal == Some(KafkaError::MessageConsumptionFatal(Code::FencedInstanceId)),
+                format!("the fenced member's recv: {fatal:?}"),
+            )?;
+            until(&new, 1).await?;
+            until(&leader, 1).await?;
+            // The lost assignment's revoke is served by the next poll, as librdkafka's.
+            let next = tokio::time::timeout(Duration::from_secs(10), old.recv()).await;
+            ctx.record("rdkge.fenced", "next", format!("{:?}", next.as_ref().map(|r| r.as_ref().err())));
+            let view = cluster.group("g").ok_or_else(|| fail("the group"))?;
+            ctx.record("rdkge.fenced", "group", format!("{view:?} {:?}", log.lock().expect("log")));
+            check(old.assignment().map_err(fail)?.count() == 0, "the fenced member holds nothing")?;
+            let ids: Vec<Option<String>> = view.members.iter().map(|m| Some(m.member_id.clone())).collect();
+            check(
+                view.members.len() == 2 && ids.contains(&new.member_id()) && ids.contains(&leader.member_id()),
+                format!("the leader and the new instance, no rejoin of the fenced one: {view:?}"),
+            )?;
+            Ok(())
+        }
+    })
+    .await
+}
+
+#[test]
+fn a_fenced_static_follower_fails_fatally_and_does_not_rejoin() {
+    Simulation::new("rdkge_fenced").seeds(0..3).repeat(2).run(fenced_follower).assert_passed();
+}
+
 #[test]
 fn assignment_calls_are_refused_as_librdkafka_refuses_them() {
     Simulation::new("rdkge_assign").seeds(0..3).repeat(2).run(assignment_calls).assert_passed();
