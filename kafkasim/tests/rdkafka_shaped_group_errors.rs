@@ -1,6 +1,6 @@
 //! `kafkasim::rdkafka`'s consumer on the error paths librdkafka 2.12 defines, inside a
 //! simulation: assignment calls refused (`rd_kafka_assignment_add`/`_subtract`, the wrong API
-//! for the negotiated rebalance protocol), a commit answered ILLEGAL_GENERATION, a fenced static
+//! for the negotiated rebalance protocol), pause/resume of partitions not assigned, a commit answered ILLEGAL_GENERATION, a fenced static
 //! member that is not the leader, and a manually assigned topic or partition that does not exist.
 
 #[path = "rdkafka_shaped_group/kit.rs"]
@@ -54,6 +54,16 @@ async fn assignment_calls(ctx: Ctx) -> Result<(), Failure> {
             c.incremental_assign(&tpl(&[("a", 1), ("a", 2)])).map_err(fail)?;
             c.incremental_unassign(&tpl(&[("a", 0)])).map_err(fail)?;
             check(c.assignment().map_err(fail)?.count() == 2, "a1, a2 assigned")?;
+            // rd_kafka_pause_partitions: an element the consumer has no partition for carries
+            // UnknownPartition; the call succeeds.
+            let list = tpl(&[("a", 1), ("a", 0)]);
+            c.pause(&list).map_err(fail)?;
+            let errors: Vec<_> = list.elements().iter().map(|e| (e.partition(), e.error())).collect();
+            let unknown = Err(KafkaError::OffsetFetch(Code::UnknownPartition));
+            check(errors == [(1, Ok(())), (0, unknown.clone())], format!("pause: {errors:?}"))?;
+            let list = tpl(&[("zz", 0)]);
+            c.resume(&list).map_err(fail)?;
+            check(list.elements()[0].error() == unknown, "resume of an unknown partition")?;
 
             let log: Log = Arc::default();
             let eager = member(&bootstrap, "e", &log, &[("group.id", "eager")])?;

@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode};
@@ -71,7 +71,7 @@ struct Entry {
     partition: i32,
     offset: AtomicI64,
     metadata: Mutex<Arc<str>>,
-    error: i32,
+    error: AtomicI32,
 }
 
 impl Clone for Entry {
@@ -81,7 +81,7 @@ impl Clone for Entry {
             partition: self.partition,
             offset: AtomicI64::new(self.offset.load(Ordering::SeqCst)),
             metadata: Mutex::new(Arc::clone(&self.metadata.lock().unwrap_or_else(|p| p.into_inner()))),
-            error: self.error,
+            error: AtomicI32::new(self.error.load(Ordering::SeqCst)),
         }
     }
 }
@@ -106,13 +106,13 @@ impl TopicPartitionListElem<'_> {
         &self.entry.topic
     }
 
-    /// The error the element carries (a committed-offset lookup's or a commit's), as
+    /// The error the element carries (a committed-offset lookup's, a commit's, a pause's), as
     /// `KafkaError::OffsetFetch` as rdkafka reports it.
     ///
     /// # Errors
     /// That error.
     pub fn error(&self) -> KafkaResult<()> {
-        match self.entry.error {
+        match self.entry.error.load(Ordering::SeqCst) {
             0 => Ok(()),
             code => Err(KafkaError::OffsetFetch(RDKafkaErrorCode::from_code(code))),
         }
@@ -224,7 +224,7 @@ impl TopicPartitionList {
             partition,
             offset: AtomicI64::new(OFFSET_INVALID),
             metadata: Mutex::new(Arc::from("")),
-            error: 0,
+            error: AtomicI32::new(0),
         });
         TopicPartitionListElem::of(self.entries.last().expect("just pushed"))
     }
@@ -294,10 +294,10 @@ impl TopicPartitionList {
     }
 
     /// Sets the error carried by `topic`-`partition` (the client's: a commit's or an offset
-    /// fetch's per-partition result).
-    pub(crate) fn set_error(&mut self, topic: &str, partition: i32, code: RDKafkaErrorCode) {
-        for e in self.entries.iter_mut().filter(|e| e.topic == topic && e.partition == partition) {
-            e.error = code.code();
+    /// fetch's per-partition result; a pause's, through the shared list librdkafka writes to).
+    pub(crate) fn set_error(&self, topic: &str, partition: i32, code: RDKafkaErrorCode) {
+        for e in self.entries.iter().filter(|e| e.topic == topic && e.partition == partition) {
+            e.error.store(code.code(), Ordering::SeqCst);
         }
     }
 

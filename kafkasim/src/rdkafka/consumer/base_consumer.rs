@@ -173,6 +173,20 @@ impl<C: ConsumerContext> BaseConsumer<C> {
         if wrong { Err(KafkaError::Subscription(message.into())) } else { Ok(()) }
     }
 
+    /// librdkafka's `rd_kafka_toppars_pause_resume`: each element the consumer has no
+    /// partition for carries `UnknownPartition` (its `error()`), the call itself succeeds.
+    fn pause_resume(&self, partitions: &TopicPartitionList, pause: bool) {
+        let mut st = self.inner.lock();
+        for (t, p) in tps(partitions) {
+            let tp = (t, p);
+            if st.partitions.contains_key(&tp) {
+                st.set_paused(&tp, pause);
+            } else {
+                partitions.set_error(&tp.0, tp.1, Code::UnknownPartition);
+            }
+        }
+    }
+
     fn committed_lookup(
         &self,
         tpl: TopicPartitionList,
@@ -310,7 +324,7 @@ impl<C: ConsumerContext> Consumer<C> for BaseConsumer<C> {
         topic_partition_list: TopicPartitionList,
         _timeout: T,
     ) -> KafkaResult<TopicPartitionList> {
-        let mut out = topic_partition_list;
+        let out = topic_partition_list;
         let mut st = self.inner.lock();
         for (t, p, raw) in out.raw() {
             if st.seek(&(t.clone(), p), Offset::from_raw(raw)).is_err() {
@@ -471,19 +485,12 @@ impl<C: ConsumerContext> Consumer<C> for BaseConsumer<C> {
     }
 
     fn pause(&self, partitions: &TopicPartitionList) -> KafkaResult<()> {
-        let mut st = self.inner.lock();
-        for tp in tps(partitions) {
-            st.set_paused(&tp, true);
-        }
+        self.pause_resume(partitions, true);
         Ok(())
     }
 
     fn resume(&self, partitions: &TopicPartitionList) -> KafkaResult<()> {
-        let mut st = self.inner.lock();
-        for tp in tps(partitions) {
-            st.set_paused(&tp, false);
-        }
-        drop(st);
+        self.pause_resume(partitions, false);
         self.inner.wake_fetcher();
         Ok(())
     }

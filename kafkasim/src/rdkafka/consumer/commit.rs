@@ -38,7 +38,7 @@ async fn finish_commit(
     offsets: Offsets,
     rx: oneshot::Receiver<CommitReply>,
 ) -> (KafkaResult<()>, TopicPartitionList) {
-    let mut tpl = tpl_of(&offsets);
+    let tpl = tpl_of(&offsets);
     let reply = rx.await.unwrap_or(Err(KafkaError::ConsumerCommit(Code::BrokerDestroy)));
     match reply {
         Err(e) => {
