@@ -10,6 +10,13 @@
 //! A newly assigned partition starts at its committed offset, else where `auto.offset.reset`
 //! says. Rebalance callbacks and commit callbacks run from `recv()`.
 //!
+//! Dropping a `StreamConsumer` closes it as librdkafka's `rd_kafka_consumer_close` does (the
+//! group assignment revoked through the rebalance callbacks, stored offsets committed,
+//! LeaveGroup); rdkafka's drop waits for that, ours cannot, so `StreamConsumer::close().await`
+//! (not in rdkafka) waits for it. On a simulation node every task of the consumer is spawned
+//! through the node's `NodeCtx`: a crash ends them with the incarnation, as a process's
+//! librdkafka threads die with it.
+//!
 //! Where rdkafka blocks the calling thread (a `CommitMode::Sync` commit, `committed`,
 //! `committed_offsets`, `offsets_for_times`, `fetch_watermarks`) this client cannot — a
 //! simulation runs on one thread — so those methods return futures, as madsim-rdkafka's do. A
