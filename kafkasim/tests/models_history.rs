@@ -575,6 +575,39 @@ fn q8_judges_the_stopped_incarnations_member_id_not_a_crashed_predecessors() {
     assert!(v.message.contains("m2") && v.message.contains("SessionExpired"), "{v}");
 }
 
+#[test]
+fn q8_excuses_a_member_the_coordinator_lost_touch_with_before_it_could_leave() {
+    // Stopped while partitioned from the coordinator: its session expires during the drain,
+    // before its leave (its LeaveGroup could only come after).
+    let mut h = H::new();
+    h.assign("c1", 0).process("c1", 0, 0).commit("c1", 0, 1).ev("c1", What::Stop);
+    let stop = h.now;
+    h.wait(Duration::from_secs(2)).ev("c1", What::Leave);
+    let mut facts = Facts::default();
+    facts.generations.push(generation(1, &[("m1", "c1", &[0])]));
+    let expired = |at| Departure { at, member_id: "m1".into(), cause: DepartureCause::SessionExpired };
+    facts.departures.push(expired(stop + Duration::from_millis(500)));
+    assert!(!judge(&h.history(), &facts, &alo()).fired(Q8));
+    // Expired before the stop and not back in the group at the stop: nothing to leave.
+    facts.departures = vec![expired(stop - Duration::from_millis(5))];
+    assert!(!judge(&h.history(), &facts, &alo()).fired(Q8));
+    // Expired after its leave: no LeaveGroup came.
+    facts.departures = vec![expired(h.now + Duration::from_secs(1))];
+    let v = only(&judge(&h.history(), &facts, &alo()), Q8, None, Some("c1")).clone();
+    assert!(v.message.contains("SessionExpired"), "{v}");
+    // A later incarnation's id (first seen after the leave) expiring after its crash is not this
+    // stop's.
+    h.wait(Duration::from_secs(1)).assign("c1", 0).ev("c1", What::Crash);
+    let mut later = generation(2, &[("m2", "c1", &[0])]);
+    later.at = h.now;
+    facts.generations.push(later);
+    facts.departures = vec![
+        Departure { at: stop + Duration::from_millis(30), member_id: "m1".into(), cause: DepartureCause::Left },
+        Departure { at: h.now + Duration::from_secs(1), member_id: "m2".into(), cause: DepartureCause::SessionExpired },
+    ];
+    assert!(!judge(&h.history(), &facts, &alo()).fired(Q8));
+}
+
 // ---- Q9 -----------------------------------------------------------------------------------
 
 fn settings() -> ConsumerSettings {

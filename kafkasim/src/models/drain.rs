@@ -28,9 +28,13 @@
 //!
 //! The departure judged is that of the stopped incarnation's member id: the client's member ids
 //! first seen in a generation after its previous incarnation ended (its last crash or leave
-//! before the stop). An earlier incarnation that crashed keeps its member id in the group until
-//! its session expires — possibly after the next incarnation's stop — and that expiry is the
-//! crash's, not the stop's.
+//! before the stop) and before its own leave. An earlier incarnation that crashed keeps its
+//! member id in the group until its session expires — possibly after the next incarnation's
+//! stop — and that expiry is the crash's, not the stop's; a later incarnation's ids are its own.
+//! Not judged either: an incarnation no longer in the group at its stop (every id of it had
+//! departed before), and one the coordinator expired while it was still draining (before its
+//! leave): a consumer heartbeats until its close ends, so the coordinator had lost touch with it
+//! (a network partition) and its LeaveGroup could only come after the expiry.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -75,6 +79,8 @@ struct Drained {
     cut_off: bool,
     /// When the incarnation before the stopped one ended (none: the first).
     since: Option<Duration>,
+    /// When it left.
+    leave_at: Duration,
 }
 
 /// Q8 (see the module docs).
@@ -122,6 +128,7 @@ fn on_leave(drained: &mut Vec<Drained>, group: &str, m: &mut Member, e: &Event) 
             leave_seq: e.seq,
             cut_off: std::mem::take(&mut m.cut_off),
             since,
+            leave_at: e.at,
         });
         for ((tp, offset), seq) in in_flight {
             let v = violation(
@@ -150,8 +157,9 @@ fn on_leave(drained: &mut Vec<Drained>, group: &str, m: &mut Member, e: &Event) 
     out
 }
 
-/// `client`'s member ids first seen in a generation formed after `since` (all of them without).
-fn incarnation_ids<'f>(facts: &'f Facts, client: &str, since: Option<Duration>) -> BTreeSet<&'f str> {
+/// `client`'s member ids first seen in a generation formed after `since` (from the start
+/// without) and no later than `until`.
+fn incarnation_ids<'f>(facts: &'f Facts, client: &str, since: Option<Duration>, until: Duration) -> BTreeSet<&'f str> {
     let mut first_seen: BTreeMap<&str, Duration> = BTreeMap::new();
     for g in &facts.generations {
         for m in g.members.iter().filter(|m| m.client_id == client) {
@@ -159,7 +167,7 @@ fn incarnation_ids<'f>(facts: &'f Facts, client: &str, since: Option<Duration>) 
             *at = (*at).min(g.at);
         }
     }
-    first_seen.into_iter().filter(|(_, at)| since.is_none_or(|s| *at > s)).map(|(id, _)| id).collect()
+    first_seen.into_iter().filter(|(_, at)| since.is_none_or(|s| *at > s) && *at <= until).map(|(id, _)| id).collect()
 }
 
 fn violation(group: &str, e: &Event, message: String) -> Violation {
@@ -270,14 +278,19 @@ impl Model for ShutdownDrains {
                 out.push(v);
             }
         }
-        for Drained { member, stop_at, leave_seq, cut_off, since } in &self.drained {
-            let ids = incarnation_ids(facts, member, *since);
+        for Drained { member, stop_at, leave_seq, cut_off, since, leave_at } in &self.drained {
+            let ids = incarnation_ids(facts, member, *since, *leave_at);
             if ids.is_empty() || facts.is_static(member) || *cut_off {
+                continue;
+            }
+            let gone_before_stop = |id: &&str| facts.departures.iter().any(|d| d.at < *stop_at && d.member_id == *id);
+            if ids.iter().all(gone_before_stop) {
                 continue;
             }
             let seen = facts.departures.iter().find(|d| d.at >= *stop_at && ids.contains(d.member_id.as_str()));
             let problem = match seen {
                 Some(d) if d.cause == DepartureCause::Left => continue,
+                Some(d) if d.cause == DepartureCause::SessionExpired && d.at < *leave_at => continue,
                 Some(d) => format!("the coordinator saw member id {} go by {:?} at {:?}", d.member_id, d.cause, d.at),
                 None => "the coordinator saw none of its member ids leave after the stop".to_string(),
             };
