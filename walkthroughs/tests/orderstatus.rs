@@ -14,13 +14,11 @@ fn passes(variant: Variant) {
 }
 
 #[test]
-#[ignore = "blocked: kafkasim::rdkafka's consumer tasks outlive their node (leak/zombie), and Q8 fails members whose partitions were lost or whose close sent no LeaveGroup during a faulted shutdown"]
 fn the_correct_service_passes_the_default_swarm() {
     passes(Variant::Correct);
 }
 
 #[test]
-#[ignore = "blocked: kafkasim::rdkafka's consumer tasks outlive their node (leak/zombie), and Q8 fails members whose partitions were lost or whose close sent no LeaveGroup during a faulted shutdown"]
 fn the_correct_service_passes_the_churn_swarm() {
     passes(Variant::CorrectChurn);
 }

@@ -113,11 +113,16 @@ pub mod service {
         consumer.commit(offsets, kafka::consumer::CommitMode::Async).now_or_never().unwrap_or(Ok(()))
     }
 
-    /// Closes the consumer. Dropping kafkasim::rdkafka's consumer sends its group task a close
-    /// (LeaveGroup) and returns; the task ends once it is sent. Waiting a little lets it end
-    /// before the node's entry point returns (a task still running then is a leak).
+    /// Closes the consumer and waits until it is closed: kafkasim::rdkafka's
+    /// `StreamConsumer::close` runs what rdkafka's drop does (revoke callbacks, the queued
+    /// commits, LeaveGroup) and resolves once the commits were answered and the group left —
+    /// rdkafka's drop blocks until then; here the node must not return before it.
     async fn close(consumer: Arc<Projector>) {
-        drop(consumer);
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        match Arc::try_unwrap(consumer) {
+            Ok(consumer) => consumer.close().await,
+            // A handle still held elsewhere (none is, once the workers ended): dropping the last
+            // one closes the consumer without waiting.
+            Err(shared) => drop(shared),
+        }
     }
 }

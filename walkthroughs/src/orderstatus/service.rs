@@ -124,6 +124,27 @@ struct Ownership {
     pending_commits: usize,
     /// Set once the member is stopping: workers drop what they have not begun.
     stopping: bool,
+    /// Per owned partition: the next offset after the last record processed in this hold.
+    processed: BTreeMap<(String, i32), i64>,
+    /// Per owned partition: the highest commit accepted in this hold.
+    accepted: BTreeMap<(String, i32), i64>,
+}
+
+impl Ownership {
+    /// The owned partitions whose processed records are not covered by an accepted commit.
+    fn uncommitted(&self) -> Vec<((String, i32), i64)> {
+        self.processed
+            .iter()
+            .filter(|(tp, next)| self.owned.contains_key(*tp) && self.accepted.get(*tp).is_none_or(|c| c < *next))
+            .map(|(tp, next)| (tp.clone(), *next))
+            .collect()
+    }
+
+    /// Forgets a partition's hold (revoked, or assigned anew).
+    fn forget(&mut self, tp: &(String, i32)) {
+        self.processed.remove(tp);
+        self.accepted.remove(tp);
+    }
 }
 
 /// What the rebalance and commit callbacks share with the workers.
@@ -153,7 +174,9 @@ impl ConsumerContext for ProjectorContext {
             let lost = consumer.assignment_lost();
             let mut state = self.shared.lock();
             for p in partitions.elements() {
-                state.owned.remove(&(p.topic().to_string(), p.partition()));
+                let tp = (p.topic().to_string(), p.partition());
+                state.owned.remove(&tp);
+                state.forget(&tp);
                 self.shared.observer.revoked(&self.shared.member, p.topic(), p.partition(), lost);
             }
         }
@@ -165,7 +188,9 @@ impl ConsumerContext for ProjectorContext {
             state.epoch += 1;
             let epoch = state.epoch;
             for p in partitions.elements() {
-                state.owned.insert((p.topic().to_string(), p.partition()), epoch);
+                let tp = (p.topic().to_string(), p.partition());
+                state.forget(&tp);
+                state.owned.insert(tp, epoch);
                 self.shared.observer.assigned(&self.shared.member, p.topic(), p.partition());
             }
         }
@@ -181,6 +206,10 @@ impl ConsumerContext for ProjectorContext {
                 (Ok(()), Err(e)) => commit_answer(&e),
                 (Ok(()), Ok(())) => CommitAnswer::Accepted,
             };
+            if answer == CommitAnswer::Accepted {
+                let accepted = state.accepted.entry((p.topic().to_string(), p.partition())).or_insert(offset);
+                *accepted = (*accepted).max(offset);
+            }
             self.shared.observer.committed(&self.shared.member, p.topic(), p.partition(), offset, answer);
         }
     }
@@ -253,6 +282,7 @@ async fn worker(
             store.apply(&event.order, event.status);
         }
         shared.observer.processed(&shared.member, topic, partition, offset, payload);
+        state.processed.insert((topic.to_string(), partition), offset + 1);
         let mut next = TopicPartitionList::new();
         if next.add_partition_offset(topic, partition, Offset::Offset(offset + 1)).is_err() {
             continue;
@@ -267,8 +297,8 @@ async fn worker(
 
 /// Runs one projector replica until `shutdown` resolves: subscribes, hands records to their
 /// partitions' workers, and on shutdown stops taking records, lets the workers finish what they
-/// began, waits (up to `drain_timeout`) for its commits' answers, and closes the consumer (which
-/// leaves the group).
+/// began, waits (up to `drain_timeout`) for its commits' answers, commits again what it processed
+/// and is not yet committed (until accepted), and closes the consumer (which leaves the group).
 ///
 /// # Errors
 /// When the consumer cannot be created or subscribe.
@@ -315,10 +345,32 @@ pub async fn projector(
     shared.lock().stopping = true;
     queues.clear();
     // Drain: the workers finish what they began; the commit callbacks are served from recv.
+    // Then what was processed and not committed (a commit refused, as by a coordinator moving)
+    // is committed again, until accepted or the partition is gone.
     let drained = async {
         while workers.join_next().await.is_some() {}
-        while shared.lock().pending_commits > 0 {
-            tokio::time::sleep(Duration::from_millis(10)).await;
+        loop {
+            while shared.lock().pending_commits > 0 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            let uncommitted = shared.lock().uncommitted();
+            if uncommitted.is_empty() {
+                break;
+            }
+            let mut offsets = TopicPartitionList::new();
+            for ((topic, partition), next) in &uncommitted {
+                shared.observer.committing(&shared.member, topic, *partition, *next);
+                let _ = offsets.add_partition_offset(topic, *partition, Offset::Offset(*next));
+            }
+            match commit_async(&consumer, &offsets) {
+                Ok(()) => shared.lock().pending_commits += 1,
+                Err(e) => {
+                    for ((topic, partition), next) in &uncommitted {
+                        shared.observer.committed(&shared.member, topic, *partition, *next, commit_answer(&e));
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
     };
     let polling = async {
