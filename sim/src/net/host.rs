@@ -160,6 +160,14 @@ impl Host {
         }
     }
 
+    /// Whether this handle's incarnation still runs (a handle of no node's: always): false once
+    /// it crashed or exited, as a client's drop asks before acting as a live process would.
+    pub fn is_live(&self) -> bool {
+        let st = self.net.core.lock();
+        let current = st.hosts.get(&self.name).map_or(0, |h| h.incarnation);
+        self.incarnation.is_none_or(|mine| mine == current && !st.ended.contains(&(self.name.clone(), mine)))
+    }
+
     /// The host's name (what other hosts dial).
     pub fn name(&self) -> &str {
         &self.name
