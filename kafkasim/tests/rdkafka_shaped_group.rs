@@ -59,8 +59,9 @@ async fn drop_closes(ctx: Ctx) -> Result<(), Failure> {
 }
 
 /// A consumer service that stops on SIGTERM (`close().await`) and one that crashes: neither
-/// leaves a task running (the `leak` and `zombie` oracles), the stopped one's revoke commit is
-/// on the broker and it left the group; the crashed one is expired by the session timeout.
+/// leaves a task running (the `leak` and `zombie` oracles), the stopped one ran its revoke
+/// callbacks and left the group; the crashed one runs no callback (a killed process runs no
+/// close) and is expired by the session timeout.
 async fn stop_and_crash(ctx: Ctx) -> Result<(), Failure> {
     let cluster = Cluster::builder().brokers(1).initial_rebalance_delay(Duration::ZERO).build();
     let bootstrap = cluster.serve_sim(&ctx)?;
@@ -95,6 +96,9 @@ async fn stop_and_crash(ctx: Ctx) -> Result<(), Failure> {
     tokio::time::sleep(Duration::from_secs(2)).await;
     system.sigterm("stopper-0")?;
     wait_for("the stopper left", || members(&c2) == 1).await?;
+    // Let the crasher settle in the next generation, then mark where the crash is.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    log.lock().expect("log").push("CRASH".into());
     system.crash("crasher-0", CrashMode::Fixed(Ending::Reset)).await?;
     tokio::time::sleep(Duration::from_secs(10)).await;
     check(members(&cluster) == 0, "the crashed member expired")?;
@@ -106,6 +110,8 @@ async fn stop_and_crash(ctx: Ctx) -> Result<(), Failure> {
             && l.iter().any(|e| e == "stopper-0 post revoke (holds [])"),
         format!("the stopper's close ran its revoke callbacks: {l:?}"),
     )?;
+    let crash = l.iter().position(|e| e == "CRASH").ok_or_else(|| fail("the crash marker"))?;
+    check(l[crash + 1..].is_empty(), format!("a crashed consumer runs no callback: {:?}", &l[crash..]))?;
     Ok(())
 }
 

@@ -35,7 +35,7 @@ pub(crate) struct Inner<C> {
     pub(crate) rebalancing: Mutex<()>,
     /// Set once the close started (see [`Inner::close`]).
     pub(crate) closed: std::sync::atomic::AtomicBool,
-    dialer: Dialer,
+    pub(crate) dialer: Dialer,
     _alive: mpsc::UnboundedSender<()>,
 }
 
@@ -102,7 +102,7 @@ impl<C: ConsumerContext> Owner for Inner<C> {
 impl<C> Drop for Inner<C> {
     fn drop(&mut self) {
         // Not closed through the StreamConsumer's drop: commit what is stored and leave.
-        if !self.closed.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        if !self.closed.swap(true, std::sync::atomic::Ordering::SeqCst) && self.process_alive() {
             drop(self.send_close());
         }
     }

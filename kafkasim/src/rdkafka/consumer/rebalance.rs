@@ -12,6 +12,7 @@ use crate::rdkafka::consumer::positions::{Queued, Tp};
 use crate::rdkafka::consumer::{CommitMode, ConsumerContext, Rebalance, RebalanceProtocol};
 use crate::rdkafka::error::{KafkaError, KafkaResult};
 use crate::rdkafka::message::OwnedMessage;
+use crate::rdkafka::net::Dialer;
 use crate::rdkafka::topic_partition_list::Offset;
 
 impl<C: ConsumerContext> Inner<C> {
@@ -115,7 +116,7 @@ impl<C: ConsumerContext> Inner<C> {
     /// `None` the second time or without `group.id` (rdkafka closes only a group consumer).
     pub(crate) fn close(&self, base: &BaseConsumer<C>) -> Option<oneshot::Receiver<()>> {
         let group = self.group.as_ref()?;
-        if self.closed.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        if self.closed.swap(true, std::sync::atomic::Ordering::SeqCst) || !self.process_alive() {
             return None;
         }
         while self.apply_event(base).is_some() {}
@@ -131,6 +132,15 @@ impl<C: ConsumerContext> Inner<C> {
 }
 
 impl<C> Inner<C> {
+    /// False when the consumer is dropped because its simulation node crashed or ended (its
+    /// tasks are being aborted): a killed process runs no close, no callbacks, no commits.
+    pub(crate) fn process_alive(&self) -> bool {
+        match &self.dialer {
+            Dialer::Sim(host) => host.is_live(),
+            Dialer::Tokio => true,
+        }
+    }
+
     /// The rest of the close: a commit of what is still stored (auto-commit; a manual
     /// assignment), then `Close` (LeaveGroup unless static, after the queued commits); the
     /// receiver resolves when the group task is done.
