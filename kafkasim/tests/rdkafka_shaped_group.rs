@@ -226,6 +226,37 @@ async fn three_then_a_leave(ctx: Ctx) -> Result<(), Failure> {
     .await
 }
 
+/// enable.auto.commit with auto.commit.interval.ms=0: librdkafka starts no commit timer, the
+/// stored offsets are committed only when the partitions are revoked — here by the close.
+async fn auto_commit_without_interval(ctx: Ctx) -> Result<(), Failure> {
+    let cluster = Cluster::builder().brokers(1).initial_rebalance_delay(Duration::ZERO).build();
+    let bootstrap = cluster.serve_sim(&ctx)?;
+    cluster.create_topic("z", 1).map_err(fail)?;
+    let (c2, ctx2) = (cluster.clone(), ctx.clone());
+    in_node(&ctx, move |_node| {
+        let (_ctx, cluster, bootstrap) = (ctx2.clone(), c2.clone(), bootstrap.clone());
+        async move {
+            produce(&bootstrap, "z", 0, 3).await?;
+            let log: Log = Arc::default();
+            let extra = [("enable.auto.commit", "true"), ("auto.commit.interval.ms", "0")];
+            let a = member(&bootstrap, "a", &log, &extra)?;
+            a.subscribe(&["z"]).map_err(fail)?;
+            let mut read = until(&a, 1).await?.len();
+            while read < 3 {
+                drop(a.recv().await.map_err(fail)?);
+                read += 1;
+            }
+            let _ = tokio::time::timeout(Duration::from_secs(10), a.recv()).await;
+            check(cluster.committed("g", "z", 0).is_none(), "no commit timer with an interval of 0")?;
+            a.close().await;
+            let committed = cluster.committed("g", "z", 0).map(|c| c.0);
+            check(committed == Some(3), format!("committed by the close's revoke: {committed:?}"))?;
+            Ok(())
+        }
+    })
+    .await
+}
+
 #[test]
 fn dropping_a_consumer_revokes_through_the_callbacks_commits_and_leaves() {
     Simulation::new("rdkg_drop").seeds(0..3).repeat(2).run(drop_closes).assert_passed();
@@ -289,4 +320,9 @@ fn roundrobin_deals_partitions_of_two_topics_in_member_order() {
 #[test]
 fn three_eager_members_then_one_leaves() {
     Simulation::new("rdkg_three").seeds(0..3).repeat(2).run(three_then_a_leave).assert_passed();
+}
+
+#[test]
+fn auto_commit_interval_zero_commits_only_on_revoke() {
+    Simulation::new("rdkg_zero").seeds(0..3).repeat(2).run(auto_commit_without_interval).assert_passed();
 }

@@ -14,7 +14,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, Weak};
-use std::time::Duration;
 
 use kafka_protocol::messages::{
     BrokerId, FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse, MetadataResponse, TopicName,
@@ -107,7 +106,10 @@ pub(crate) fn spawn(
     alive: mpsc::UnboundedReceiver<()>,
 ) {
     let has_group = s.group_id.is_some();
-    let auto_commit_at = (has_group && s.auto_commit).then(|| Instant::now() + s.auto_commit_interval);
+    // librdkafka starts the timer with the consumer group (rd_kafka_cgrp_new), not at an
+    // assignment, and not at all for auto.commit.interval.ms=0 (commits on revoke/close only).
+    let auto_commit_at = (has_group && s.auto_commit && !s.auto_commit_interval.is_zero())
+        .then(|| Instant::now() + s.auto_commit_interval);
     let f = Fetcher {
         s,
         dialer,
@@ -148,7 +150,7 @@ impl Fetcher {
         loop {
             let now = Instant::now();
             if self.auto_commit_at.is_some_and(|t| t <= now) {
-                self.auto_commit_at = Some(now + self.s.auto_commit_interval.max(Duration::from_millis(1)));
+                self.auto_commit_at = Some(now + self.s.auto_commit_interval);
                 match self.owner.upgrade() {
                     Some(owner) => owner.auto_commit(),
                     None => return,
