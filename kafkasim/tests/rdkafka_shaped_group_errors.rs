@@ -197,6 +197,44 @@ fn a_fenced_static_follower_fails_fatally_and_does_not_rejoin() {
     Simulation::new("rdkge_fenced").seeds(0..3).repeat(2).run(fenced_follower).assert_passed();
 }
 
+/// Subscribed to a topic that exists and one that does not: recv() returns
+/// `MessageConsumption(UnknownTopicOrPartition)` once (librdkafka's "Subscribed topic not
+/// available", reported once per error), and the existing topic is consumed.
+async fn missing_subscribed_topic(ctx: Ctx) -> Result<(), Failure> {
+    let cluster = Cluster::builder().brokers(1).initial_rebalance_delay(Duration::ZERO).build();
+    let bootstrap = cluster.serve_sim(&ctx)?;
+    cluster.create_topic("here", 1).map_err(fail)?;
+    let ctx2 = ctx.clone();
+    in_node(&ctx, move |_node| {
+        let (ctx, bootstrap) = (ctx2.clone(), bootstrap.clone());
+        async move {
+            produce(&bootstrap, "here", 0, 2).await?;
+            let log: Log = Arc::default();
+            let c = member(&bootstrap, "a", &log, &[])?;
+            c.subscribe(&["here", "gone"]).map_err(fail)?;
+            let mut seen = Vec::new();
+            for _ in 0..50 {
+                match tokio::time::timeout(Duration::from_millis(200), c.recv()).await {
+                    Ok(Ok(m)) => seen.push(format!("{}", kafkasim::rdkafka::Message::offset(&m))),
+                    Ok(Err(e)) => seen.push(e.to_string()),
+                    Err(_) => {}
+                }
+            }
+            ctx.record("rdkge.subscribed", "seen", format!("{seen:?}"));
+            let unknown = KafkaError::MessageConsumption(Code::UnknownTopicOrPartition).to_string();
+            check(seen.iter().filter(|s| **s == unknown).count() == 1, format!("reported once: {seen:?}"))?;
+            check(seen.contains(&"0".to_string()) && seen.contains(&"1".to_string()), format!("here read: {seen:?}"))?;
+            Ok(())
+        }
+    })
+    .await
+}
+
+#[test]
+fn a_missing_subscribed_topic_is_reported_once() {
+    Simulation::new("rdkge_subscribed").seeds(0..3).repeat(2).run(missing_subscribed_topic).assert_passed();
+}
+
 #[test]
 fn assignment_calls_are_refused_as_librdkafka_refuses_them() {
     Simulation::new("rdkge_assign").seeds(0..3).repeat(2).run(assignment_calls).assert_passed();

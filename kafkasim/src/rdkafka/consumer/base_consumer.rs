@@ -248,6 +248,8 @@ impl<C: ConsumerContext> Consumer<C> for BaseConsumer<C> {
         let topics: Vec<String> = topics.iter().map(|t| t.to_string()).collect();
         self.inner.lock().subscription = topics.clone();
         g.send(GroupCommand::Subscribe(topics));
+        // The fetcher looks the topics up (a missing one is reported from recv()).
+        self.inner.wake_fetcher();
         Ok(())
     }
 

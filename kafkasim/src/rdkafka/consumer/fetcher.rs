@@ -94,6 +94,8 @@ struct Fetcher {
     auto_commit_at: Option<Instant>,
     /// Assigned partitions (and their assignment version) reported missing already.
     reported_missing: BTreeSet<(Tp, u64)>,
+    /// Subscribed topics reported with this error (librdkafka's `rkcg_errored_topics`).
+    errored_topics: BTreeMap<String, i16>,
 }
 
 /// Spawns the fetcher; it ends when `alive`'s sender is dropped.
@@ -128,8 +130,39 @@ pub(crate) fn spawn(
         tasks: JoinSet::new(),
         auto_commit_at,
         reported_missing: BTreeSet::new(),
+        errored_topics: BTreeMap::new(),
     };
     super::spawn_task(f.run());
+}
+
+/// librdkafka's `rd_kafka_propagate_consumer_topic_errors` ("Subscribed topic not
+/// available"): each subscribed topic the metadata answers with an error is reported once
+/// as `MessageConsumption(code)`, again only if its error changes, forgotten once it exists.
+fn subscription_errors(
+    metadata: &mut Metadata,
+    metadata_due: &mut bool,
+    errored_topics: &mut BTreeMap<String, i16>,
+    subscription: &[String],
+    now: Instant,
+) -> Vec<KafkaError> {
+    let mut out = Vec::new();
+    for topic in subscription {
+        if metadata.want(topic, now) {
+            *metadata_due = true;
+            continue;
+        }
+        match metadata.topic(topic) {
+            Some(TopicState::Failed { code, .. }) => {
+                if errored_topics.insert(topic.clone(), *code) != Some(*code) {
+                    out.push(KafkaError::MessageConsumption(Code::from(*code)));
+                }
+            }
+            _ => {
+                errored_topics.remove(topic);
+            }
+        }
+    }
+    out
 }
 
 fn leader_error(code: i16) -> bool {
@@ -253,9 +286,20 @@ impl Fetcher {
                 _ => {}
             }
         }
-        let queued = !errors.is_empty();
+        let subscription = state.subscription.clone();
+        let topic_errors = subscription_errors(
+            &mut self.metadata,
+            &mut self.metadata_due,
+            &mut self.errored_topics,
+            &subscription,
+            now,
+        );
+        let queued = !errors.is_empty() || !topic_errors.is_empty();
         for (tp, version, error) in errors {
             state.queue.push_back(Queued::Error { tp: Some((tp, version)), error });
+        }
+        for error in topic_errors {
+            state.queue.push_back(Queued::Error { tp: None, error });
         }
         drop(state);
         if queued {
