@@ -8,9 +8,11 @@
 //! partition by `auto.offset.reset`; `NOT_LEADER_OR_FOLLOWER`, `UNKNOWN_TOPIC_OR_PARTITION`,
 //! `LEADER_NOT_AVAILABLE`, the leader-epoch errors and a lost connection refresh the metadata
 //! (the producer's cache, `producer::metadata`) and retry after `retry.backoff.ms`. Paused
-//! partitions are not fetched. It also runs the auto-commit timer. Spawned on the task that
-//! creates the consumer (inside a simulation node it belongs to the node); it ends when the
-//! consumer is dropped.
+//! partitions are not fetched. An assigned topic missing for `topic.metadata.propagation.max.ms`
+//! and a subscribed topic the cluster answers with an error are reported once from `recv()`.
+//! It also runs the auto-commit timer. Spawned with `spawn_task` (inside a simulation node it
+//! belongs to the node); it ends when the consumer is dropped. What it does with the answers:
+//! `done`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, Weak};
@@ -31,6 +33,8 @@ use crate::rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode as Code};
 use crate::rdkafka::net::{Dialer, Stream};
 use crate::rdkafka::producer::metadata::{METADATA_VERSION, Metadata, TopicState};
 use crate::requests::string;
+
+mod done;
 
 /// The Fetch version sent (kafkasim serves 4–12, Apache Kafka 4.x 4–17; v12 is the last that
 /// names topics).
@@ -444,163 +448,6 @@ impl Fetcher {
             let (conn, result) = wire::exchange(conn, dialer, addr, id, timeout, request, LIST_OFFSETS_VERSION).await;
             Done::List { broker, conn, asked, result }
         });
-    }
-
-    fn done(&mut self, done: Done) {
-        let now = Instant::now();
-        let backoff = now + self.s.retry_backoff;
-        match done {
-            Done::Metadata(result) => {
-                self.metadata_busy = false;
-                match result {
-                    Ok(resp) => {
-                        self.metadata.update(&resp, now);
-                        let st = self.lock();
-                        let missing = st.partitions.keys().any(|(t, p)| self.metadata.leader(t, *p).is_none());
-                        drop(st);
-                        self.metadata_next_refresh =
-                            if missing { Some(backoff) } else { self.s.metadata_refresh.map(|d| now + d) };
-                    }
-                    Err(_) => self.metadata_next_refresh = Some(backoff),
-                }
-            }
-            Done::Committed { asked, result } => {
-                let mut errors = Vec::new();
-                let state = Arc::clone(&self.state);
-                let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
-                for (tp, version) in &asked {
-                    let Some(p) = st.partitions.get_mut(tp).filter(|p| p.version == *version) else { continue };
-                    p.busy = false;
-                    let found = match &result {
-                        Err(_) => {
-                            p.not_before = Some(backoff);
-                            continue;
-                        }
-                        Ok(list) => list.iter().find(|(t, _, _)| t == tp).and_then(|(_, o, _)| *o).filter(|o| *o >= 0),
-                    };
-                    match found {
-                        Some(offset) => {
-                            p.start = Start::At(offset);
-                            p.committed = Some(offset);
-                        }
-                        None => {
-                            let (start, error) = reset(&self.s);
-                            p.start = start;
-                            errors.extend(error.map(|e| (tp.clone(), p.version, e)));
-                        }
-                    }
-                }
-                self.queue_errors(&mut st, errors);
-            }
-            Done::List { broker, conn, asked, result } => {
-                self.busy.remove(&(broker, Kind::List));
-                let mut errors = Vec::new();
-                let state = Arc::clone(&self.state);
-                let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
-                for (tp, version, tail) in &asked {
-                    let Some(p) = st.partitions.get_mut(tp).filter(|p| p.version == *version) else { continue };
-                    p.busy = false;
-                    let part = result.as_ref().and_then(|r| {
-                        r.topics
-                            .iter()
-                            .filter(|t| t.name.0.as_str() == tp.0)
-                            .flat_map(|t| t.partitions.iter())
-                            .find(|lp| lp.partition_index == tp.1)
-                    });
-                    match part {
-                        Some(lp) if lp.error_code == 0 => p.start = Start::At((lp.offset - tail).max(0)),
-                        Some(lp) if !leader_error(lp.error_code) => {
-                            p.not_before = Some(backoff);
-                            errors.push((
-                                tp.clone(),
-                                p.version,
-                                KafkaError::MessageConsumption(Code::from(lp.error_code)),
-                            ));
-                        }
-                        _ => {
-                            self.metadata_due = true;
-                            p.not_before = Some(backoff);
-                        }
-                    }
-                }
-                self.queue_errors(&mut st, errors);
-                drop(st);
-                if let Some(c) = conn {
-                    self.idle.insert((broker, Kind::List), c);
-                }
-            }
-            Done::Fetch { broker, conn, asked, result } => {
-                self.busy.remove(&(broker, Kind::Fetch));
-                let mut errors = Vec::new();
-                let mut queued = false;
-                let state = Arc::clone(&self.state);
-                let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
-                for (tp, version, offset) in &asked {
-                    let Some(p) = st.partitions.get_mut(tp).filter(|p| p.version == *version) else { continue };
-                    p.busy = false;
-                    let part = result.as_ref().and_then(|r| {
-                        r.responses
-                            .iter()
-                            .filter(|t| t.topic.0.as_str() == tp.0)
-                            .flat_map(|t| t.partitions.iter())
-                            .find(|fp| fp.partition_index == tp.1)
-                    });
-                    let Some(part) = part else {
-                        self.metadata_due |= result.is_none();
-                        p.not_before = Some(backoff);
-                        continue;
-                    };
-                    match part.error_code {
-                        0 => {
-                            let records = part.records.clone().unwrap_or_default();
-                            let (messages, next) = wire::decode(&tp.0, tp.1, &records, *offset);
-                            if p.start == Start::At(*offset) {
-                                p.start = Start::At(next);
-                            }
-                            p.buffered += messages.len();
-                            queued |= !messages.is_empty();
-                            let v = p.version;
-                            st.queue.extend(messages.into_iter().map(|message| Queued::Message {
-                                tp: tp.clone(),
-                                version: v,
-                                message,
-                            }));
-                        }
-                        1 => {
-                            let (start, error) = reset(&self.s);
-                            p.start = start;
-                            errors.extend(error.map(|e| (tp.clone(), p.version, e)));
-                        }
-                        c if leader_error(c) => {
-                            self.metadata_due = true;
-                            p.not_before = Some(backoff);
-                        }
-                        c => {
-                            p.not_before = Some(backoff);
-                            errors.push((tp.clone(), p.version, KafkaError::MessageConsumption(Code::from(c))));
-                        }
-                    }
-                }
-                self.queue_errors(&mut st, errors);
-                drop(st);
-                if queued {
-                    self.signals.data.notify_waiters();
-                }
-                if let Some(c) = conn {
-                    self.idle.insert((broker, Kind::Fetch), c);
-                }
-            }
-        }
-    }
-
-    fn queue_errors(&self, st: &mut State, errors: Vec<(Tp, u64, KafkaError)>) {
-        if errors.is_empty() {
-            return;
-        }
-        for (tp, version, error) in errors {
-            st.queue.push_back(Queued::Error { tp: Some((tp, version)), error });
-        }
-        self.signals.data.notify_waiters();
     }
 }
 

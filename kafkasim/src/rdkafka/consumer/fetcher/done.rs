@@ -1,0 +1,164 @@
+//! What the fetcher does with its requests' answers (metadata, committed offsets, fetched
+//! records, listed offsets): positions and the consumer queue updated, errors queued,
+//! metadata refreshed on the leader errors.
+
+use super::*;
+
+impl Fetcher {
+    pub(super) fn done(&mut self, done: Done) {
+        let now = Instant::now();
+        let backoff = now + self.s.retry_backoff;
+        match done {
+            Done::Metadata(result) => {
+                self.metadata_busy = false;
+                match result {
+                    Ok(resp) => {
+                        self.metadata.update(&resp, now);
+                        let st = self.lock();
+                        let missing = st.partitions.keys().any(|(t, p)| self.metadata.leader(t, *p).is_none());
+                        drop(st);
+                        self.metadata_next_refresh =
+                            if missing { Some(backoff) } else { self.s.metadata_refresh.map(|d| now + d) };
+                    }
+                    Err(_) => self.metadata_next_refresh = Some(backoff),
+                }
+            }
+            Done::Committed { asked, result } => {
+                let mut errors = Vec::new();
+                let state = Arc::clone(&self.state);
+                let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
+                for (tp, version) in &asked {
+                    let Some(p) = st.partitions.get_mut(tp).filter(|p| p.version == *version) else { continue };
+                    p.busy = false;
+                    let found = match &result {
+                        Err(_) => {
+                            p.not_before = Some(backoff);
+                            continue;
+                        }
+                        Ok(list) => list.iter().find(|(t, _, _)| t == tp).and_then(|(_, o, _)| *o).filter(|o| *o >= 0),
+                    };
+                    match found {
+                        Some(offset) => {
+                            p.start = Start::At(offset);
+                            p.committed = Some(offset);
+                        }
+                        None => {
+                            let (start, error) = reset(&self.s);
+                            p.start = start;
+                            errors.extend(error.map(|e| (tp.clone(), p.version, e)));
+                        }
+                    }
+                }
+                self.queue_errors(&mut st, errors);
+            }
+            Done::List { broker, conn, asked, result } => {
+                self.busy.remove(&(broker, Kind::List));
+                let mut errors = Vec::new();
+                let state = Arc::clone(&self.state);
+                let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
+                for (tp, version, tail) in &asked {
+                    let Some(p) = st.partitions.get_mut(tp).filter(|p| p.version == *version) else { continue };
+                    p.busy = false;
+                    let part = result.as_ref().and_then(|r| {
+                        r.topics
+                            .iter()
+                            .filter(|t| t.name.0.as_str() == tp.0)
+                            .flat_map(|t| t.partitions.iter())
+                            .find(|lp| lp.partition_index == tp.1)
+                    });
+                    match part {
+                        Some(lp) if lp.error_code == 0 => p.start = Start::At((lp.offset - tail).max(0)),
+                        Some(lp) if !leader_error(lp.error_code) => {
+                            p.not_before = Some(backoff);
+                            errors.push((
+                                tp.clone(),
+                                p.version,
+                                KafkaError::MessageConsumption(Code::from(lp.error_code)),
+                            ));
+                        }
+                        _ => {
+                            self.metadata_due = true;
+                            p.not_before = Some(backoff);
+                        }
+                    }
+                }
+                self.queue_errors(&mut st, errors);
+                drop(st);
+                if let Some(c) = conn {
+                    self.idle.insert((broker, Kind::List), c);
+                }
+            }
+            Done::Fetch { broker, conn, asked, result } => {
+                self.busy.remove(&(broker, Kind::Fetch));
+                let mut errors = Vec::new();
+                let mut queued = false;
+                let state = Arc::clone(&self.state);
+                let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
+                for (tp, version, offset) in &asked {
+                    let Some(p) = st.partitions.get_mut(tp).filter(|p| p.version == *version) else { continue };
+                    p.busy = false;
+                    let part = result.as_ref().and_then(|r| {
+                        r.responses
+                            .iter()
+                            .filter(|t| t.topic.0.as_str() == tp.0)
+                            .flat_map(|t| t.partitions.iter())
+                            .find(|fp| fp.partition_index == tp.1)
+                    });
+                    let Some(part) = part else {
+                        self.metadata_due |= result.is_none();
+                        p.not_before = Some(backoff);
+                        continue;
+                    };
+                    match part.error_code {
+                        0 => {
+                            let records = part.records.clone().unwrap_or_default();
+                            let (messages, next) = wire::decode(&tp.0, tp.1, &records, *offset);
+                            if p.start == Start::At(*offset) {
+                                p.start = Start::At(next);
+                            }
+                            p.buffered += messages.len();
+                            queued |= !messages.is_empty();
+                            let v = p.version;
+                            st.queue.extend(messages.into_iter().map(|message| Queued::Message {
+                                tp: tp.clone(),
+                                version: v,
+                                message,
+                            }));
+                        }
+                        1 => {
+                            let (start, error) = reset(&self.s);
+                            p.start = start;
+                            errors.extend(error.map(|e| (tp.clone(), p.version, e)));
+                        }
+                        c if leader_error(c) => {
+                            self.metadata_due = true;
+                            p.not_before = Some(backoff);
+                        }
+                        c => {
+                            p.not_before = Some(backoff);
+                            errors.push((tp.clone(), p.version, KafkaError::MessageConsumption(Code::from(c))));
+                        }
+                    }
+                }
+                self.queue_errors(&mut st, errors);
+                drop(st);
+                if queued {
+                    self.signals.data.notify_waiters();
+                }
+                if let Some(c) = conn {
+                    self.idle.insert((broker, Kind::Fetch), c);
+                }
+            }
+        }
+    }
+
+    fn queue_errors(&self, st: &mut State, errors: Vec<(Tp, u64, KafkaError)>) {
+        if errors.is_empty() {
+            return;
+        }
+        for (tp, version, error) in errors {
+            st.queue.push_back(Queued::Error { tp: Some((tp, version)), error });
+        }
+        self.signals.data.notify_waiters();
+    }
+}
