@@ -158,7 +158,8 @@ fn on_leave(drained: &mut Vec<Drained>, group: &str, m: &mut Member, e: &Event) 
 }
 
 /// `client`'s member ids first seen in a generation formed after `since` (from the start
-/// without) and no later than `until`.
+/// without) and before `until` (a generation formed at the instant of the leave is the next
+/// incarnation's: the leaving member is not in it).
 fn incarnation_ids<'f>(facts: &'f Facts, client: &str, since: Option<Duration>, until: Duration) -> BTreeSet<&'f str> {
     let mut first_seen: BTreeMap<&str, Duration> = BTreeMap::new();
     for g in &facts.generations {
@@ -167,7 +168,7 @@ fn incarnation_ids<'f>(facts: &'f Facts, client: &str, since: Option<Duration>, 
             *at = (*at).min(g.at);
         }
     }
-    first_seen.into_iter().filter(|(_, at)| since.is_none_or(|s| *at > s) && *at <= until).map(|(id, _)| id).collect()
+    first_seen.into_iter().filter(|(_, at)| since.is_none_or(|s| *at > s) && *at < until).map(|(id, _)| id).collect()
 }
 
 fn violation(group: &str, e: &Event, message: String) -> Violation {
