@@ -1,0 +1,171 @@
+//! The membership step the group task starts next (one request in flight to the coordinator,
+//! in order: queued commits and offset fetches, a pending LeaveGroup, then JoinGroup, the
+//! leader's Metadata, SyncGroup or a heartbeat when due).
+
+use super::*;
+
+impl Group {
+    /// Starts the next request, if one is due (nothing is in flight).
+    pub(super) fn start(&mut self, now: Instant) {
+        let membership = self.subscribed() && !matches!(self.phase, Phase::Idle);
+        if self.jobs.is_empty() && self.leave.is_none() && !membership {
+            return;
+        }
+        let Some((_, addr)) = self.coord.clone() else {
+            if self.coord_retry_at.is_none_or(|t| t <= now) {
+                self.coord_retry_at = None;
+                let (dialer, addr, id, group, timeout) = (
+                    self.dialer.clone(),
+                    self.next_address(),
+                    self.s.client_id.clone(),
+                    self.s.group_id.clone(),
+                    self.s.socket_timeout,
+                );
+                self.tasks
+                    .spawn(async move { Done::Found(coordinator::find(&dialer, &addr, &id, &group, timeout).await) });
+            }
+            return;
+        };
+        let (dialer, id, conn, timeout) =
+            (self.dialer.clone(), self.s.client_id.clone(), self.conn.take(), self.s.socket_timeout);
+        let group = GroupId(string(&self.s.group_id));
+        let instance = self.s.instance_id.as_deref().map(string);
+        if self.jobs.front().is_some_and(|q| q.not_before.is_none_or(|t| t <= now)) {
+            let q = self.jobs.pop_front().expect("front exists");
+            match &q.job {
+                Job::Commit { offsets, .. } => {
+                    let (generation, member) = if self.generation >= 0 {
+                        (self.generation, self.member_id.clone())
+                    } else {
+                        (-1, String::new())
+                    };
+                    let r = commits::commit_request(
+                        &self.s.group_id,
+                        generation,
+                        &member,
+                        self.s.instance_id.as_deref(),
+                        offsets,
+                    );
+                    self.tasks.spawn(async move {
+                        let (c, r) =
+                            coordinator::exchange(conn, &dialer, &addr, &id, r, OFFSET_COMMIT_VERSION, timeout).await;
+                        Done::Commit(c, q, generation, r)
+                    });
+                }
+                Job::Committed { partitions, .. } => {
+                    let r = commits::fetch_request(&self.s.group_id, partitions);
+                    self.tasks.spawn(async move {
+                        let (c, r) =
+                            coordinator::exchange(conn, &dialer, &addr, &id, r, OFFSET_FETCH_VERSION, timeout).await;
+                        Done::Committed(c, q, r)
+                    });
+                }
+            }
+            return;
+        }
+        if !self.jobs.is_empty() {
+            // The head waits out a retry backoff; nothing overtakes it.
+            self.conn = conn;
+            return;
+        }
+        if let Some(member) = self.leave.clone()
+            && (self.awaiting_done == 0 || self.closing)
+        {
+            let r = LeaveGroupRequest::default().with_group_id(group).with_members(vec![
+                leave_group_request::MemberIdentity::default()
+                    .with_member_id(string(&member))
+                    .with_group_instance_id(instance),
+            ]);
+            self.tasks.spawn(async move {
+                let (c, _) = coordinator::exchange(conn, &dialer, &addr, &id, r, LEAVE_GROUP_VERSION, timeout).await;
+                Done::Leave(c)
+            });
+            return;
+        }
+        if !membership {
+            self.conn = conn;
+            return;
+        }
+        match &self.phase {
+            Phase::Join
+                if self.awaiting_done == 0
+                    && !self.max_poll_exceeded
+                    && self.join_retry_at.is_none_or(|t| t <= now) =>
+            {
+                self.join_retry_at = None;
+                let owned: Vec<Tp> = self.assignment.iter().flatten().cloned().collect();
+                let metadata = assignor::encode_subscription(&self.subscription, &owned);
+                let protocols = self
+                    .s
+                    .strategies
+                    .iter()
+                    .map(|st| {
+                        join_group_request::JoinGroupRequestProtocol::default()
+                            .with_name(string(st.name()))
+                            .with_metadata(metadata.clone())
+                    })
+                    .collect();
+                let r = JoinGroupRequest::default()
+                    .with_group_id(group)
+                    .with_session_timeout_ms(millis(self.s.session_timeout))
+                    .with_rebalance_timeout_ms(millis(self.s.max_poll_interval))
+                    .with_member_id(string(&self.member_id))
+                    .with_group_instance_id(instance)
+                    .with_protocol_type(string("consumer"))
+                    .with_protocols(protocols);
+                let timeout = self.s.max_poll_interval + JOIN_GRACE;
+                self.joining = true;
+                self.tasks.spawn(async move {
+                    let (c, r) = coordinator::exchange(conn, &dialer, &addr, &id, r, JOIN_GROUP_VERSION, timeout).await;
+                    Done::Join(c, r)
+                });
+            }
+            Phase::Metadata(members) => {
+                let topics: BTreeSet<String> = members.iter().flat_map(|m| m.topics.iter().cloned()).collect();
+                let r = Metadata::request(&topics, false);
+                self.joining = true;
+                self.tasks.spawn(async move {
+                    let (c, r) = coordinator::exchange(conn, &dialer, &addr, &id, r, METADATA_VERSION, timeout).await;
+                    Done::Metadata(c, r)
+                });
+            }
+            Phase::Sync(assignments) => {
+                let r = SyncGroupRequest::default()
+                    .with_group_id(group)
+                    .with_generation_id(self.generation)
+                    .with_member_id(string(&self.member_id))
+                    .with_group_instance_id(instance)
+                    .with_assignments(
+                        assignments
+                            .iter()
+                            .map(|(m, a)| {
+                                sync_group_request::SyncGroupRequestAssignment::default()
+                                    .with_member_id(string(m))
+                                    .with_assignment(a.clone())
+                            })
+                            .collect(),
+                    );
+                let timeout = self.s.max_poll_interval + JOIN_GRACE;
+                self.joining = true;
+                self.tasks.spawn(async move {
+                    let (c, r) = coordinator::exchange(conn, &dialer, &addr, &id, r, SYNC_GROUP_VERSION, timeout).await;
+                    Done::Sync(c, r)
+                });
+            }
+            _ if self.generation >= 0 && !self.max_poll_exceeded && now >= self.next_heartbeat => {
+                self.next_heartbeat = now + self.s.heartbeat_interval;
+                let generation = self.generation;
+                let r = HeartbeatRequest::default()
+                    .with_group_id(group)
+                    .with_generation_id(generation)
+                    .with_member_id(string(&self.member_id))
+                    .with_group_instance_id(instance);
+                self.tasks.spawn(async move {
+                    let (c, r) = coordinator::exchange(conn, &dialer, &addr, &id, r, HEARTBEAT_VERSION, timeout).await;
+                    Done::Heartbeat(c, generation, r)
+                });
+            }
+            _ => self.conn = conn,
+        }
+    }
+}
