@@ -87,7 +87,8 @@ fn projector_config(bootstrap: &str, name: &str, t: Timings, fence: bool) -> Pro
         max_poll_interval: t.max_poll,
         processing: t.processing,
         fence,
-        drain_timeout: Duration::from_secs(6),
+        // The drain leaves the close 3 s of the 8 s grace.
+        drain_timeout: Duration::from_secs(5),
         extra: vec![
             ("fetch.wait.max.ms".into(), "100".into()),
             ("reconnect.backoff.max.ms".into(), "1000".into()),
