@@ -235,6 +235,113 @@ fn a_missing_subscribed_topic_is_reported_once() {
     Simulation::new("rdkge_subscribed").seeds(0..3).repeat(2).run(missing_subscribed_topic).assert_passed();
 }
 
+/// Commits answered NOT_COORDINATOR for seven seconds (longer than the session) while the application commits every
+/// message: the coordinator is looked up again and the member keeps heartbeating meanwhile
+/// (librdkafka's heartbeat timer does not wait for commits), so its session does not expire;
+/// afterwards commits succeed again and close() resolves, leaving by LeaveGroup.
+async fn commits_refused_not_coordinator(ctx: Ctx) -> Result<(), Failure> {
+    use kafkasim::kafka_protocol::ResponseError;
+    use kafkasim::kafka_protocol::messages::ApiKey;
+    use kafkasim::{Fault, FaultAction};
+    let cluster = Cluster::builder().brokers(1).initial_rebalance_delay(Duration::ZERO).build();
+    let bootstrap = cluster.serve_sim(&ctx)?;
+    cluster.create_topic("n", 1).map_err(fail)?;
+    let (c2, ctx2) = (cluster.clone(), ctx.clone());
+    in_node(&ctx, move |_node| {
+        let (ctx, cluster, bootstrap) = (ctx2.clone(), c2.clone(), bootstrap.clone());
+        async move {
+            let log: Log = Arc::default();
+            let extra = [("session.timeout.ms", "6000"), ("heartbeat.interval.ms", "500")];
+            let a = member(&bootstrap, "a", &log, &extra)?;
+            a.subscribe(&["n"]).map_err(fail)?;
+            until(&a, 1).await?;
+            let member_id = a.member_id().ok_or_else(|| fail("a member id"))?;
+            let b2 = bootstrap.clone();
+            let producing = tokio::spawn(async move {
+                for _ in 0..500 {
+                    let _ = produce(&b2, "n", 0, 1).await;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            });
+            let started = tokio::time::Instant::now();
+            let mut fault = None;
+            while started.elapsed() < Duration::from_secs(10) {
+                if fault.is_none() && started.elapsed() >= Duration::from_secs(1) {
+                    let f = Fault::new(ApiKey::OffsetCommit, FaultAction::Error(ResponseError::NotCoordinator));
+                    fault = Some(cluster.install(f.group("g")));
+                }
+                if started.elapsed() >= Duration::from_secs(8) {
+                    drop(fault.take());
+                }
+                if let Ok(Ok(m)) = tokio::time::timeout(Duration::from_millis(100), a.recv()).await {
+                    let tpl = {
+                        let mut t = TopicPartitionList::new();
+                        t.add_partition_offset("n", 0, Offset::Offset(kafkasim::rdkafka::Message::offset(&m) + 1))
+                            .map_err(fail)?;
+                        t
+                    };
+                    drop(m);
+                    // As services do: an Async commit per message, answers to commit_callback.
+                    drop(a.commit(&tpl, CommitMode::Async));
+                }
+            }
+            producing.abort();
+            let events = cluster.group_events("g");
+            ctx.record("rdkge.notcoord", "events", format!("{events:?}"));
+            let refused = log.lock().expect("log").iter().filter(|l| l.contains("NotCoordinator")).count();
+            check(refused > 0, "some commits were refused")?;
+            check(!events.iter().any(|e| e.detail.contains("expired")), format!("the session held: {events:?}"))?;
+            check(a.member_id().as_ref() == Some(&member_id), "the same member")?;
+            let r = a.commit_consumer_state(CommitMode::Sync).await;
+            check(
+                matches!(r, Ok(()) | Err(KafkaError::ConsumerCommit(Code::NoOffset))),
+                format!("commits again: {r:?}"),
+            )?;
+            let closing = tokio::time::timeout(Duration::from_secs(8), a.close()).await;
+            check(closing.is_ok(), "close() resolves")?;
+            let left = cluster.group_events("g").iter().any(|e| e.detail == format!("{member_id} left"));
+            check(left, "left by LeaveGroup")?;
+            Ok(())
+        }
+    })
+    .await
+}
+
+#[test]
+fn commits_refused_not_coordinator_keep_the_member_heartbeating() {
+    Simulation::new("rdkge_notcoord").seeds(0..3).repeat(2).run(commits_refused_not_coordinator).assert_passed();
+}
+
+/// Closed while its first FindCoordinator hangs in connect (the node is cut off from the
+/// broker): with nothing to commit and no member id to leave with, close() resolves at once —
+/// librdkafka's terminate waits for commits and LeaveGroup, not for a lookup in flight.
+async fn close_while_looking_up(ctx: Ctx) -> Result<(), Failure> {
+    let cluster = Cluster::builder().brokers(1).build();
+    let bootstrap = cluster.serve_sim(&ctx)?;
+    cluster.create_topic("c", 1).map_err(fail)?;
+    let ctx2 = ctx.clone();
+    in_node(&ctx, move |_node| {
+        let (ctx, bootstrap) = (ctx2.clone(), bootstrap.clone());
+        async move {
+            let cut = ctx.net().install(sim::net::Partition::isolate("app-0"));
+            let log: Log = Arc::default();
+            let c = member(&bootstrap, "a", &log, &[])?;
+            c.subscribe(&["c"]).map_err(fail)?;
+            let _ = tokio::time::timeout(Duration::from_secs(1), c.recv()).await;
+            let closed = tokio::time::timeout(Duration::from_secs(1), c.close()).await;
+            drop(cut);
+            check(closed.is_ok(), "close() does not wait for the coordinator lookup")?;
+            Ok(())
+        }
+    })
+    .await
+}
+
+#[test]
+fn close_does_not_wait_for_a_coordinator_lookup() {
+    Simulation::new("rdkge_lookup").seeds(0..3).repeat(2).run(close_while_looking_up).assert_passed();
+}
+
 #[test]
 fn assignment_calls_are_refused_as_librdkafka_refuses_them() {
     Simulation::new("rdkge_assign").seeds(0..3).repeat(2).run(assignment_calls).assert_passed();

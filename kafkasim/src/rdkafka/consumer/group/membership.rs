@@ -84,6 +84,12 @@ struct Queued {
     deadline: Instant,
     /// A retry waits until then.
     not_before: Option<Instant>,
+    /// The member's generation and id when it was queued (-1 and "" when not a member): what
+    /// a commit carries, as librdkafka sends it at once, even if it goes out after a rebalance.
+    generation: i32,
+    member: String,
+    /// Queue order (a JoinGroup waits only for the jobs queued before it was due).
+    seq: u64,
 }
 
 /// The task.
@@ -123,6 +129,12 @@ pub(crate) struct Group {
     close_reply: Option<tokio::sync::oneshot::Sender<()>>,
     close_deadline: Option<Instant>,
     fatal: bool,
+    /// The last job's sequence number.
+    job_seq: u64,
+    /// A commit, offset fetch or LeaveGroup is in flight (what closing waits for).
+    essential_inflight: bool,
+    /// When a JoinGroup is due: the last job queued before (those go first, later ones after).
+    join_barrier: Option<u64>,
 }
 
 async fn sleep_until(t: Option<Instant>) {
@@ -174,6 +186,9 @@ impl Group {
             close_reply: None,
             close_deadline: None,
             fatal: false,
+            job_seq: 0,
+            essential_inflight: false,
+            join_barrier: None,
         }
     }
 
@@ -184,7 +199,10 @@ impl Group {
             if self.tasks.is_empty() {
                 self.start(now);
             }
-            if self.closing && self.tasks.is_empty() && self.jobs.is_empty() && self.leave.is_none() {
+            // Closing waits for commits, lookups and the LeaveGroup, not for a coordinator
+            // lookup, heartbeat or join in flight (librdkafka's rd_kafka_cgrp_try_terminate);
+            // dropping the task aborts those.
+            if self.closing && !self.essential_inflight && self.jobs.is_empty() && self.leave.is_none() {
                 if let Some(tx) = self.close_reply.take() {
                     let _ = tx.send(());
                 }
@@ -269,7 +287,18 @@ impl Group {
         if self.fatal {
             return job.fail(Code::Fatal);
         }
-        self.jobs.push_back(Queued { job, deadline: now + self.s.socket_timeout, not_before: None });
+        let (generation, member) =
+            if self.generation >= 0 { (self.generation, self.member_id.clone()) } else { (-1, String::new()) };
+        self.job_seq += 1;
+        let seq = self.job_seq;
+        self.jobs.push_back(Queued {
+            job,
+            deadline: now + self.s.socket_timeout,
+            not_before: None,
+            generation,
+            member,
+            seq,
+        });
     }
 
     fn polled(&mut self, now: Instant) {

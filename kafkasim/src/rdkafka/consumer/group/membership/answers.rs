@@ -48,14 +48,17 @@ impl Group {
                 }
             }
             Done::Leave(conn) => {
+                self.essential_inflight = false;
                 self.conn = conn;
                 self.leave = None;
             }
             Done::Commit(conn, q, generation, r) => {
+                self.essential_inflight = false;
                 self.conn = conn;
                 self.committed(q, generation, r, now);
             }
             Done::Committed(conn, q, r) => {
+                self.essential_inflight = false;
                 self.conn = conn;
                 self.fetched(q, r, now);
             }

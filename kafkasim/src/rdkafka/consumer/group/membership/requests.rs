@@ -30,15 +30,29 @@ impl Group {
             (self.dialer.clone(), self.s.client_id.clone(), self.conn.take(), self.s.socket_timeout);
         let group = GroupId(string(&self.s.group_id));
         let instance = self.s.instance_id.as_deref().map(string);
-        if self.jobs.front().is_some_and(|q| q.not_before.is_none_or(|t| t <= now)) {
+        // Membership first when it cannot wait (librdkafka sends heartbeats, SyncGroup and the
+        // leader's Metadata on their own, whatever commits are in flight); a JoinGroup waits for
+        // the jobs queued before it was due (an eager revoke callback's commits), not for later
+        // ones, which would starve it.
+        let join_ready = membership
+            && matches!(self.phase, Phase::Join)
+            && self.awaiting_done == 0
+            && !self.max_poll_exceeded
+            && self.join_retry_at.is_none_or(|t| t <= now);
+        if join_ready && self.join_barrier.is_none() {
+            self.join_barrier = Some(self.job_seq);
+        }
+        let urgent = membership
+            && match &self.phase {
+                Phase::Metadata(_) | Phase::Sync(_) => true,
+                Phase::Join if join_ready => self.jobs.front().is_none_or(|q| Some(q.seq) > self.join_barrier),
+                _ => self.heartbeat_due(now),
+            };
+        if !urgent && self.jobs.front().is_some_and(|q| q.not_before.is_none_or(|t| t <= now)) {
             let q = self.jobs.pop_front().expect("front exists");
             match &q.job {
                 Job::Commit { offsets, .. } => {
-                    let (generation, member) = if self.generation >= 0 {
-                        (self.generation, self.member_id.clone())
-                    } else {
-                        (-1, String::new())
-                    };
+                    let (generation, member) = (q.generation, q.member.clone());
                     let r = commits::commit_request(
                         &self.s.group_id,
                         generation,
@@ -46,6 +60,7 @@ impl Group {
                         self.s.instance_id.as_deref(),
                         offsets,
                     );
+                    self.essential_inflight = true;
                     self.tasks.spawn(async move {
                         let (c, r) =
                             coordinator::exchange(conn, &dialer, &addr, &id, r, OFFSET_COMMIT_VERSION, timeout).await;
@@ -54,6 +69,7 @@ impl Group {
                 }
                 Job::Committed { partitions, .. } => {
                     let r = commits::fetch_request(&self.s.group_id, partitions);
+                    self.essential_inflight = true;
                     self.tasks.spawn(async move {
                         let (c, r) =
                             coordinator::exchange(conn, &dialer, &addr, &id, r, OFFSET_FETCH_VERSION, timeout).await;
@@ -63,19 +79,21 @@ impl Group {
             }
             return;
         }
-        if !self.jobs.is_empty() {
-            // The head waits out a retry backoff; nothing overtakes it.
+        if !urgent && !self.jobs.is_empty() {
+            // The head waits out a retry backoff; only membership overtakes it.
             self.conn = conn;
             return;
         }
         if let Some(member) = self.leave.clone()
             && (self.awaiting_done == 0 || self.closing)
+            && !urgent
         {
             let r = LeaveGroupRequest::default().with_group_id(group).with_members(vec![
                 leave_group_request::MemberIdentity::default()
                     .with_member_id(string(&member))
                     .with_group_instance_id(instance),
             ]);
+            self.essential_inflight = true;
             self.tasks.spawn(async move {
                 let (c, _) = coordinator::exchange(conn, &dialer, &addr, &id, r, LEAVE_GROUP_VERSION, timeout).await;
                 Done::Leave(c)
@@ -93,6 +111,7 @@ impl Group {
                     && self.join_retry_at.is_none_or(|t| t <= now) =>
             {
                 self.join_retry_at = None;
+                self.join_barrier = None;
                 let owned: Vec<Tp> = self.assignment.iter().flatten().cloned().collect();
                 let metadata = assignor::encode_subscription(&self.subscription, &owned);
                 let protocols = self
@@ -152,7 +171,7 @@ impl Group {
                     Done::Sync(c, r)
                 });
             }
-            _ if self.generation >= 0 && !self.max_poll_exceeded && now >= self.next_heartbeat => {
+            _ if self.heartbeat_due(now) => {
                 self.next_heartbeat = now + self.s.heartbeat_interval;
                 let generation = self.generation;
                 let r = HeartbeatRequest::default()
@@ -167,5 +186,10 @@ impl Group {
             }
             _ => self.conn = conn,
         }
+    }
+
+    /// A heartbeat is due (a member, not past max.poll.interval.ms).
+    fn heartbeat_due(&self, now: Instant) -> bool {
+        self.generation >= 0 && !self.max_poll_exceeded && now >= self.next_heartbeat
     }
 }
