@@ -1,7 +1,9 @@
 //! The group task's state machine (librdkafka `rdkafka_cgrp.c`, classic protocol): one request
-//! to the coordinator at a time, chosen in this order — queued commits and lookups (in command
-//! order), a pending LeaveGroup, then the membership step (JoinGroup, the leader's Metadata,
-//! SyncGroup, or a due Heartbeat). Timers: the heartbeat interval, the session timeout
+//! to the coordinator at a time, chosen in this order — a due Heartbeat, the leader's Metadata
+//! or SyncGroup (they do not wait for commits), queued commits and lookups (in command order;
+//! a due JoinGroup waits only for those queued before it was due), a pending LeaveGroup, then
+//! the JoinGroup. A commit carries the generation it was queued in. Closing waits for the
+//! commits, lookups and LeaveGroup, not for anything else in flight. Timers: the heartbeat interval, the session timeout
 //! (no successful heartbeat for `session.timeout.ms`: the assignment is lost and the member
 //! rejoins with a new member id) and `max.poll.interval.ms` (KIP-62). The next request:
 //! `requests`; what the answers do: `answers`.

@@ -19,7 +19,8 @@
 //!   the next poll) lose the assignment. `FENCED_INSTANCE_ID` (KIP-345) is fatal, as
 //!   librdkafka's `rd_kafka_set_fatal_error`.
 //! - Commits ([`commits`]): OffsetCommit and OffsetFetch, in command order, ahead of a pending
-//!   JoinGroup (so an eager revoke callback's commits carry the old generation).
+//!   JoinGroup (so an eager revoke callback's commits carry the old generation), behind due
+//!   heartbeats; each carries the generation it was queued in.
 
 pub(crate) mod assignor;
 mod commits;
