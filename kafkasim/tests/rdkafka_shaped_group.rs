@@ -257,6 +257,39 @@ async fn auto_commit_without_interval(ctx: Ctx) -> Result<(), Failure> {
     .await
 }
 
+/// A LeaveGroup answered NOT_COORDINATOR (the coordinator moved while the close waited): the
+/// coordinator is looked up again and the LeaveGroup sent again, as librdkafka retries it — the
+/// member leaves instead of waiting out its session.
+async fn leave_retried(ctx: Ctx) -> Result<(), Failure> {
+    use kafkasim::kafka_protocol::ResponseError;
+    use kafkasim::kafka_protocol::messages::ApiKey;
+    use kafkasim::{Fault, FaultAction};
+    let cluster = Cluster::builder().brokers(1).initial_rebalance_delay(Duration::ZERO).build();
+    let bootstrap = cluster.serve_sim(&ctx)?;
+    cluster.create_topic("l", 1).map_err(fail)?;
+    let (c2, ctx2) = (cluster.clone(), ctx.clone());
+    in_node(&ctx, move |_node| {
+        let (_ctx, cluster, bootstrap) = (ctx2.clone(), c2.clone(), bootstrap.clone());
+        async move {
+            let log: Log = Arc::default();
+            let a = member(&bootstrap, "a", &log, &[])?;
+            a.subscribe(&["l"]).map_err(fail)?;
+            until(&a, 1).await?;
+            let member_id = a.member_id().ok_or_else(|| fail("a member id"))?;
+            let refuse = Fault::new(ApiKey::LeaveGroup, FaultAction::Error(ResponseError::NotCoordinator));
+            let fault = cluster.install(refuse.group("g"));
+            let closing = tokio::spawn(a.close());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            drop(fault);
+            tokio::time::timeout(Duration::from_secs(5), closing).await.map_err(fail)?.map_err(fail)?;
+            let left = cluster.group_events("g").iter().any(|e| e.detail == format!("{member_id} left"));
+            check(left && members(&cluster) == 0, format!("left on the retry: {:?}", cluster.group_events("g")))?;
+            Ok(())
+        }
+    })
+    .await
+}
+
 #[test]
 fn dropping_a_consumer_revokes_through_the_callbacks_commits_and_leaves() {
     Simulation::new("rdkg_drop").seeds(0..3).repeat(2).run(drop_closes).assert_passed();
@@ -325,4 +358,9 @@ fn three_eager_members_then_one_leaves() {
 #[test]
 fn auto_commit_interval_zero_commits_only_on_revoke() {
     Simulation::new("rdkg_zero").seeds(0..3).repeat(2).run(auto_commit_without_interval).assert_passed();
+}
+
+#[test]
+fn a_leave_group_refused_not_coordinator_is_sent_again() {
+    Simulation::new("rdkg_leave").seeds(0..3).repeat(2).run(leave_retried).assert_passed();
 }

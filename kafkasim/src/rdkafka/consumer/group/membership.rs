@@ -15,8 +15,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use kafka_protocol::messages::{
     GroupId, HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest,
-    MetadataResponse, OffsetCommitResponse, OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse,
-    join_group_request, leave_group_request, sync_group_request,
+    LeaveGroupResponse, MetadataResponse, OffsetCommitResponse, OffsetFetchResponse, SyncGroupRequest,
+    SyncGroupResponse, join_group_request, leave_group_request, sync_group_request,
 };
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
@@ -74,7 +74,7 @@ enum Done {
     Metadata(Option<Conn>, Result<MetadataResponse, Code>),
     Sync(Option<Conn>, Result<SyncGroupResponse, Code>),
     Heartbeat(Option<Conn>, i32, Result<HeartbeatResponse, Code>),
-    Leave(Option<Conn>),
+    Leave(Option<Conn>, Result<LeaveGroupResponse, Code>),
     Commit(Option<Conn>, Queued, i32, Result<OffsetCommitResponse, Code>),
     Committed(Option<Conn>, Queued, Result<OffsetFetchResponse, Code>),
 }
@@ -135,6 +135,8 @@ pub(crate) struct Group {
     job_seq: u64,
     /// A commit, offset fetch or LeaveGroup is in flight (what closing waits for).
     essential_inflight: bool,
+    /// LeaveGroups sent again after a coordinator error or a lost connection.
+    leave_retries: u32,
     /// When a JoinGroup is due: the last job queued before (those go first, later ones after).
     join_barrier: Option<u64>,
 }
@@ -190,6 +192,7 @@ impl Group {
             fatal: false,
             job_seq: 0,
             essential_inflight: false,
+            leave_retries: 0,
             join_barrier: None,
         }
     }

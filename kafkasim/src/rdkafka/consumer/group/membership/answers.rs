@@ -47,10 +47,18 @@ impl Group {
                     Ok(r) => self.heartbeat(r.error_code, now),
                 }
             }
-            Done::Leave(conn) => {
+            Done::Leave(conn, r) => {
                 self.essential_inflight = false;
                 self.conn = conn;
-                self.leave = None;
+                // librdkafka's rd_kafka_handle_LeaveGroup: a coordinator error or a lost
+                // connection looks the coordinator up again and sends the LeaveGroup again.
+                let again = r.map_or(true, |r| coordinator_error(r.error_code));
+                if again && self.leave_retries < commits::RETRIES_MAX {
+                    self.leave_retries += 1;
+                    self.coord_dead(now);
+                } else {
+                    self.leave = None;
+                }
             }
             Done::Commit(conn, q, generation, r) => {
                 self.essential_inflight = false;

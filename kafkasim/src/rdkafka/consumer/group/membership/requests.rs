@@ -95,8 +95,8 @@ impl Group {
             ]);
             self.essential_inflight = true;
             self.tasks.spawn(async move {
-                let (c, _) = coordinator::exchange(conn, &dialer, &addr, &id, r, LEAVE_GROUP_VERSION, timeout).await;
-                Done::Leave(c)
+                let (c, r) = coordinator::exchange(conn, &dialer, &addr, &id, r, LEAVE_GROUP_VERSION, timeout).await;
+                Done::Leave(c, r)
             });
             return;
         }
