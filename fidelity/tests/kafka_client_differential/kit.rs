@@ -8,7 +8,7 @@
 //! kafkasim::rdkafka. Scenarios write such calls as `blocking!(call)`: in place for rdkafka (its
 //! own threads do the work; each side has its own runtime thread), `.await`ed for ours.
 //! Closing is `close(consumer).await`: rdkafka closes in `Drop` (leaving the group, serving the
-//! revoke callbacks, committing when auto-commit is on); ours closes asynchronously.
+//! revoke callbacks, committing when auto-commit is on); ours in `close().await`.
 
 /// `blocking!(expr)` for rdkafka: the call blocks in place.
 macro_rules! in_place {
@@ -19,13 +19,11 @@ macro_rules! in_place {
 pub(crate) use in_place;
 
 /// `blocking!(expr)` for kafkasim::rdkafka: the call is `async`.
-#[allow(unused_macros)]
 macro_rules! awaited {
     ($e:expr) => {
         $e.await
     };
 }
-#[allow(unused_imports)]
 pub(crate) use awaited;
 
 /// Expands the kit's items once per client, with what differs between them first.
@@ -41,7 +39,6 @@ macro_rules! kit {
             $($body)*
         }
         /// The kit through kafkasim::rdkafka.
-        #[cfg(any())] // until kafkasim::rdkafka has a consumer
         pub mod sim {
             #[allow(unused_imports)]
             use kafkasim::rdkafka as kafka;
@@ -55,13 +52,25 @@ macro_rules! kit {
 
 kit! {
 real {
-    /// Closes `consumer` (rdkafka: in `Drop`, which blocks until the consumer left its group).
+    /// Closes `consumer`: rdkafka closes in `Drop` (leaves the group, serves the revoke
+    /// callbacks, commits when auto-commit is on), then destroys the handle. After some
+    /// commits, librdkafka 2.12's destroy waits forever for a broker thread (seen with
+    /// `commit_consumer_state`; the close itself has completed), so the drop runs on a thread
+    /// of its own, waited for up to 10 s.
     pub async fn close<C: ConsumerContext + 'static>(consumer: StreamConsumer<C>) {
-        drop(consumer);
+        let dropping = std::thread::spawn(move || drop(consumer));
+        for _ in 0..100 {
+            if dropping.is_finished() {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
     }
 }
 sim {
-    /// Closes `consumer` (ours: `close().await`, then drop).
+    /// Closes `consumer`: ours closes in `Drop` in the background, or awaitably with
+    /// `close()` (revoke callbacks, the final auto-commit, LeaveGroup), which is what rdkafka's
+    /// blocking `Drop` does.
     pub async fn close<C: ConsumerContext + 'static>(consumer: StreamConsumer<C>) {
         consumer.close().await;
     }

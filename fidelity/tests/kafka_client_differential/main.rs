@@ -35,7 +35,6 @@ macro_rules! per_client {
             $($body)*
         }
         /// Through kafkasim::rdkafka.
-        #[cfg(any())] // until kafkasim::rdkafka has a consumer
         pub mod sim {
             #[allow(unused_imports)]
             use kafkasim::rdkafka as kafka;
@@ -44,12 +43,6 @@ macro_rules! per_client {
             #[allow(unused_imports)]
             use crate::kit::awaited as blocking;
             $($body)*
-        }
-        #[cfg(not(any()))]
-        pub mod sim {
-            $(pub async fn $name(_: &fidelity::runner::Ctx) -> Result<(), String> {
-                Err("kafkasim::rdkafka has no consumer yet".into())
-            })*
         }
         $(
             pub async fn $name(ctx: &fidelity::runner::Ctx) -> Result<(), String> {

@@ -174,8 +174,10 @@ per_client! {
         ctx.note("committed after the async commit", committed().await);
         let auto_store: StreamConsumer = consumer_config(ctx, &g, "earliest").create().map_err(err)?;
         auto_store.assign(&tpl(&t, &[(0, Offset::Beginning)])?).map_err(err)?;
+        ctx.note("another consumer, automatic offset store: reads", read(&auto_store, 1, CLIENT_TIMEOUT).await.join(" "));
         ctx.note("store_offset with enable.auto.offset.store=true", render_result(&auto_store.store_offset(&t, 0, 1)));
         close(consumer).await;
+        close(auto_store).await;
         Ok(())
     }
 
