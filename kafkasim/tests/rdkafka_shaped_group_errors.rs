@@ -342,6 +342,44 @@ fn close_does_not_wait_for_a_coordinator_lookup() {
     Simulation::new("rdkge_lookup").seeds(0..3).repeat(2).run(close_while_looking_up).assert_passed();
 }
 
+/// Heartbeats answered UNKNOWN_MEMBER_ID: the assignment is lost — assignment_lost() is true
+/// in pre_rebalance(Revoke) and false again in post_rebalance(Revoke), as librdkafka clears the
+/// flag with the assignment between rdkafka's two callbacks.
+async fn lost_flag(ctx: Ctx) -> Result<(), Failure> {
+    use kafkasim::kafka_protocol::ResponseError;
+    use kafkasim::kafka_protocol::messages::ApiKey;
+    use kafkasim::{Fault, FaultAction};
+    let cluster = Cluster::builder().brokers(1).initial_rebalance_delay(Duration::ZERO).build();
+    let bootstrap = cluster.serve_sim(&ctx)?;
+    cluster.create_topic("x", 1).map_err(fail)?;
+    let (c2, ctx2) = (cluster.clone(), ctx.clone());
+    in_node(&ctx, move |_node| {
+        let (ctx, cluster, bootstrap) = (ctx2.clone(), c2.clone(), bootstrap.clone());
+        async move {
+            let log: Log = Arc::default();
+            let a = member(&bootstrap, "a", &log, &[])?;
+            a.subscribe(&["x"]).map_err(fail)?;
+            until(&a, 1).await?;
+            let fault = Fault::new(ApiKey::Heartbeat, FaultAction::Error(ResponseError::UnknownMemberId));
+            let fault = cluster.install(fault.group("g"));
+            until(&a, 0).await?;
+            drop(fault);
+            let l = log.lock().expect("log").clone();
+            ctx.record("rdkge.lost", "log", format!("{l:?}"));
+            let pre = l.iter().position(|e| e == "a pre revoke [\"x0\"] (held 1) lost");
+            let post = l.iter().position(|e| e == "a post revoke (holds [])");
+            check(pre.is_some() && pre < post, format!("lost in pre, not in post: {l:?}"))?;
+            Ok(())
+        }
+    })
+    .await
+}
+
+#[test]
+fn assignment_lost_is_cleared_between_the_revoke_callbacks() {
+    Simulation::new("rdkge_lostflag").seeds(0..3).repeat(2).run(lost_flag).assert_passed();
+}
+
 #[test]
 fn assignment_calls_are_refused_as_librdkafka_refuses_them() {
     Simulation::new("rdkge_assign").seeds(0..3).repeat(2).run(assignment_calls).assert_passed();

@@ -76,7 +76,8 @@ impl ConsumerContext for Recorder {
             Rebalance::Assign(t) => log.push(format!("{} pre assign {:?}", self.name, parts(t))),
             Rebalance::Revoke(t) => {
                 let held = base.assignment().map(|a| a.count()).unwrap_or(0);
-                log.push(format!("{} pre revoke {:?} (held {held})", self.name, parts(t)));
+                let lost = if base.assignment_lost() { " lost" } else { "" };
+                log.push(format!("{} pre revoke {:?} (held {held}){lost}", self.name, parts(t)));
                 drop(base.commit_consumer_state(CommitMode::Async));
             }
             Rebalance::Error(e) => log.push(format!("{} error {e}", self.name)),
@@ -85,7 +86,8 @@ impl ConsumerContext for Recorder {
     fn post_rebalance(&self, base: &BaseConsumer<Self>, r: &Rebalance<'_>) {
         let held = parts(&base.assignment().unwrap_or_default());
         let what = if matches!(r, Rebalance::Revoke(_)) { "revoke" } else { "assign" };
-        self.log.lock().expect("log").push(format!("{} post {what} (holds {held:?})", self.name));
+        let lost = if base.assignment_lost() { " lost" } else { "" };
+        self.log.lock().expect("log").push(format!("{} post {what} (holds {held:?}){lost}", self.name));
     }
     fn commit_callback(&self, result: KafkaResult<()>, _offsets: &TopicPartitionList) {
         self.log.lock().expect("log").push(format!("{} commit {:?}", self.name, result.map_err(|e| e.to_string())));

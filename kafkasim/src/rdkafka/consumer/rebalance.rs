@@ -77,6 +77,9 @@ impl<C: ConsumerContext> Inner<C> {
                 for tp in &partitions {
                     st.remove(tp);
                 }
+                // librdkafka clears the lost flag with the assignment (rd_kafka_assignment_clear),
+                // between rdkafka's pre_rebalance and post_rebalance.
+                st.lost = false;
                 drop(st);
                 self.context.post_rebalance(base, &Rebalance::Revoke(&tpl));
             }
