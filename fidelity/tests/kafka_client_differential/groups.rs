@@ -16,6 +16,7 @@ per_client! {
         member_leaving_gives_the_other_everything,
         static_member_restart_keeps_its_assignment,
         max_poll_interval_exceeded_loses_the_assignment,
+        late_commit_of_a_member_that_left_is_refused,
     ]
 
     use std::time::Duration;
@@ -236,6 +237,38 @@ per_client! {
         ctx.note("callbacks after polling again", a.take_rebalances());
         ctx.note("assigned again", format!("{:?}", a.assigned()));
         close(a.consumer).await;
+        Ok(())
+    }
+
+    /// humus #757's class: a member that stopped polling loses its partition to another; its
+    /// late commit (sent without polling again) must not move the new owner's committed offset.
+    pub async fn late_commit_of_a_member_that_left_is_refused(ctx: &Ctx) -> R {
+        let t = created(ctx, "t", 1).await?;
+        let g = ctx.name("g");
+        let mut config = member_config(ctx, &g, "range", "a");
+        config.set("max.poll.interval.ms", "6000");
+        let mut a = Member::subscribed(&config, &t, false)?;
+        settle(&mut [&mut a], 1, "a assigned").await?;
+        let producer = producer(ctx, &[])?;
+        deliver(&producer, &t, &values(0..4), None).await;
+        pump_until(&mut [&mut a], "a reads 4", |ms| ms[0].got.len() >= 4).await?;
+        ctx.note("a reads", a.take_got());
+        ctx.note("a's callbacks", a.take_rebalances());
+        // a stops polling; b joins and, once a is out (max.poll.interval.ms), gets the partition.
+        let mut b = Member::subscribed(&member_config(ctx, &g, "range", "b"), &t, false)?;
+        pump_until(&mut [&mut b], "b assigned and reads 4", |ms| ms[0].assigned() == [0] && ms[0].got.len() >= 4)
+            .await?;
+        ctx.note("b reads", b.take_got());
+        ctx.note("b commits its state", render_result(&blocking!(b.consumer.commit_consumer_state(CommitMode::Sync))));
+        let late = tpl(&t, &[(0, Offset::Offset(2))])?;
+        ctx.note("a's late commit of offset 2", render_result(&blocking!(a.consumer.commit(&late, CommitMode::Sync))));
+        let committed = blocking!(b.consumer.committed(Duration::from_secs(10))).map_err(err)?;
+        ctx.note("committed, as b sees it", render_tpl(&committed));
+        ctx.note("b's callbacks", b.take_rebalances());
+        pump_until(&mut [&mut a], "a's error", |ms| !ms[0].errors.is_empty()).await?;
+        ctx.note("a's errors when polling again", a.errors.join(", "));
+        close(a.consumer).await;
+        close(b.consumer).await;
         Ok(())
     }
 }

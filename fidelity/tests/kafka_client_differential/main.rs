@@ -87,6 +87,7 @@ fn scenarios() -> Vec<Scenario> {
         scenario!(groups::member_leaving_gives_the_other_everything),
         scenario!(groups::static_member_restart_keeps_its_assignment),
         scenario!(groups::max_poll_interval_exceeded_loses_the_assignment),
+        scenario!(groups::late_commit_of_a_member_that_left_is_refused),
     ]
 }
 

@@ -164,13 +164,16 @@ per_client! {
         ctx.note("commit the state", render_result(&blocking!(consumer.commit_consumer_state(CommitMode::Sync))));
         ctx.note("committed after store_offsets", committed().await);
         ctx.note("store_offset of a partition not assigned", render_result(&consumer.store_offset(&t, 5, 1)));
+        // Commit callbacks are served from recv, as rebalance callbacks.
+        let _ = read(&consumer, 8, Duration::from_secs(2)).await;
+        let commits = || std::mem::take(&mut *observer.commits.lock().expect("events lock")).join(", ");
+        ctx.note("commit callbacks after the sync commits", commits());
         ctx.note(
             "commit offset 7, async",
             render_result(&blocking!(consumer.commit(&tpl(&t, &[(0, Offset::Offset(7))])?, CommitMode::Async))),
         );
-        // Commit callbacks are served from recv, as rebalance callbacks.
         let _ = read(&consumer, 8, Duration::from_secs(2)).await;
-        ctx.note("commit callbacks", observer.commits.lock().expect("events lock").join(", "));
+        ctx.note("commit callbacks after the async commit", commits());
         ctx.note("committed after the async commit", committed().await);
         let auto_store: StreamConsumer = consumer_config(ctx, &g, "earliest").create().map_err(err)?;
         auto_store.assign(&tpl(&t, &[(0, Offset::Beginning)])?).map_err(err)?;
