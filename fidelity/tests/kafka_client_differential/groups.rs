@@ -17,6 +17,8 @@ per_client! {
         static_member_restart_keeps_its_assignment,
         max_poll_interval_exceeded_loses_the_assignment,
         late_commit_of_a_member_that_left_is_refused,
+        unsubscribe_revokes_and_subscribe_rejoins,
+        subscribe_to_a_missing_topic,
     ]
 
     use std::time::Duration;
@@ -269,6 +271,45 @@ per_client! {
         ctx.note("a's errors when polling again", a.errors.join(", "));
         close(a.consumer).await;
         close(b.consumer).await;
+        Ok(())
+    }
+
+    pub async fn unsubscribe_revokes_and_subscribe_rejoins(ctx: &Ctx) -> R {
+        let t = created(ctx, "t", 2).await?;
+        let g = ctx.name("g");
+        let mut a = Member::subscribed(&member_config(ctx, &g, "range", "a"), &t, false)?;
+        settle(&mut [&mut a], 2, "a assigned").await?;
+        ctx.note("subscription", a.consumer.subscription().map(|s| s.count().to_string()).unwrap_or_else(|e| render_err(&e)));
+        ctx.note("callbacks", a.take_rebalances());
+        a.consumer.unsubscribe();
+        pump_until(&mut [&mut a], "unassigned", |ms| ms[0].assigned().is_empty()).await?;
+        pump(&mut [&mut a], Duration::from_secs(1)).await;
+        ctx.note("subscription after unsubscribe", a.consumer.subscription().map(|s| s.count().to_string()).unwrap_or_else(|e| render_err(&e)));
+        ctx.note("callbacks after unsubscribe", a.take_rebalances());
+        let mut conn = connect(ctx, "observer").await?;
+        ctx.note("group state after unsubscribe", group_state(&mut conn, &g).await?);
+        a.consumer.subscribe(&[&t]).map_err(err)?;
+        settle(&mut [&mut a], 2, "a assigned again").await?;
+        ctx.note("callbacks after subscribing again", a.take_rebalances());
+        ctx.note("errors", a.errors.join(", "));
+        close(a.consumer).await;
+        Ok(())
+    }
+
+    pub async fn subscribe_to_a_missing_topic(ctx: &Ctx) -> R {
+        let missing = ctx.name("missing");
+        let g = ctx.name("g");
+        let mut config = member_config(ctx, &g, "range", "a");
+        config.set("allow.auto.create.topics", "false");
+        let mut a = Member::subscribed(&config, &missing, false)?;
+        pump_until(&mut [&mut a], "an error", |ms| !ms[0].errors.is_empty()).await?;
+        pump(&mut [&mut a], Duration::from_secs(2)).await;
+        let mut errors = a.errors.clone();
+        errors.dedup();
+        ctx.note("errors from recv (repeats folded)", errors.join(", "));
+        ctx.note("assignment", format!("{:?}", a.assigned()));
+        ctx.note("callbacks", a.take_rebalances());
+        close(a.consumer).await;
         Ok(())
     }
 }

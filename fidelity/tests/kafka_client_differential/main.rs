@@ -88,6 +88,8 @@ fn scenarios() -> Vec<Scenario> {
         scenario!(groups::static_member_restart_keeps_its_assignment),
         scenario!(groups::max_poll_interval_exceeded_loses_the_assignment),
         scenario!(groups::late_commit_of_a_member_that_left_is_refused),
+        scenario!(groups::unsubscribe_revokes_and_subscribe_rejoins),
+        scenario!(groups::subscribe_to_a_missing_topic),
     ]
 }
 
