@@ -279,12 +279,18 @@ per_client! {
         let g = ctx.name("g");
         let mut a = Member::subscribed(&member_config(ctx, &g, "range", "a"), &t, false)?;
         settle(&mut [&mut a], 2, "a assigned").await?;
-        ctx.note("subscription", a.consumer.subscription().map(|s| s.count().to_string()).unwrap_or_else(|e| render_err(&e)));
+        ctx.note(
+            "subscription",
+            a.consumer.subscription().map(|s| s.count().to_string()).unwrap_or_else(|e| render_err(&e)),
+        );
         ctx.note("callbacks", a.take_rebalances());
         a.consumer.unsubscribe();
         pump_until(&mut [&mut a], "unassigned", |ms| ms[0].assigned().is_empty()).await?;
         pump(&mut [&mut a], Duration::from_secs(1)).await;
-        ctx.note("subscription after unsubscribe", a.consumer.subscription().map(|s| s.count().to_string()).unwrap_or_else(|e| render_err(&e)));
+        ctx.note(
+            "subscription after unsubscribe",
+            a.consumer.subscription().map(|s| s.count().to_string()).unwrap_or_else(|e| render_err(&e)),
+        );
         ctx.note("callbacks after unsubscribe", a.take_rebalances());
         let mut conn = connect(ctx, "observer").await?;
         ctx.note("group state after unsubscribe", group_state(&mut conn, &g).await?);

@@ -180,7 +180,12 @@ common {
     }
 
     /// [`deliver_to`] partition 0.
-    pub async fn deliver(producer: &FutureProducer, topic: &str, values: &[String], timestamp: Option<i64>) -> Vec<String> {
+    pub async fn deliver(
+        producer: &FutureProducer,
+        topic: &str,
+        values: &[String],
+        timestamp: Option<i64>,
+    ) -> Vec<String> {
         deliver_to(producer, topic, 0, values, timestamp).await
     }
 
@@ -191,7 +196,11 @@ common {
 
     /// Receives until `n` records arrived or `timeout` passed; each as `offset:payload` (errors as
     /// `error …`).
-    pub async fn read<C: ConsumerContext + 'static>(consumer: &StreamConsumer<C>, n: usize, timeout: Duration) -> Vec<String> {
+    pub async fn read<C: ConsumerContext + 'static>(
+        consumer: &StreamConsumer<C>,
+        n: usize,
+        timeout: Duration,
+    ) -> Vec<String> {
         let mut out = Vec::new();
         let deadline = tokio::time::Instant::now() + timeout;
         while out.len() < n {
@@ -271,7 +280,11 @@ common {
         }
 
         fn commit_callback(&self, result: KafkaResult<()>, offsets: &TopicPartitionList) {
-            self.commits.lock().expect("events lock").push(format!("{} {}", render_result(&result), render_tpl(offsets)));
+            self.commits.lock().expect("events lock").push(format!(
+                "{} {}",
+                render_result(&result),
+                render_tpl(offsets)
+            ));
         }
     }
 
@@ -339,11 +352,7 @@ common {
             let _ = tokio::time::timeout(window, async {
                 loop {
                     match m.consumer.recv().await {
-                        Ok(msg) => m.got.push(format!(
-                            "{}:{}",
-                            msg.partition(),
-                            render_message(&msg)
-                        )),
+                        Ok(msg) => m.got.push(format!("{}:{}", msg.partition(), render_message(&msg))),
                         Err(e) => m.errors.push(render_err(&e)),
                     }
                 }

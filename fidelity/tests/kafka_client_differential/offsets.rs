@@ -29,7 +29,10 @@ per_client! {
         let latest: StreamConsumer = consumer_config(ctx, &ctx.name("latest"), "latest").create().map_err(err)?;
         latest.assign(&tpl(&t, &[(0, Offset::Stored)])?).map_err(err)?;
         // Let the reset to the end happen before the next record exists.
-        ctx.note("no committed offset, latest: before a new record", read(&latest, 1, Duration::from_secs(3)).await.join(" "));
+        ctx.note(
+            "no committed offset, latest: before a new record",
+            read(&latest, 1, Duration::from_secs(3)).await.join(" "),
+        );
         deliver(&producer, &t, &["v5".to_string()], None).await;
         ctx.note("no committed offset, latest: after a new record", read(&latest, 1, CLIENT_TIMEOUT).await.join(" "));
         let error: StreamConsumer = consumer_config(ctx, &ctx.name("error"), "error").create().map_err(err)?;
@@ -52,7 +55,10 @@ per_client! {
             );
             let consumer: StreamConsumer = consumer_config(ctx, &g, reset).create().map_err(err)?;
             consumer.assign(&tpl(&t, &[(0, Offset::Stored)])?).map_err(err)?;
-            ctx.note(format!("committed 100 of 5, reset {reset}"), read(&consumer, 1, Duration::from_secs(3)).await.join(" "));
+            ctx.note(
+                format!("committed 100 of 5, reset {reset}"),
+                read(&consumer, 1, Duration::from_secs(3)).await.join(" "),
+            );
         }
         Ok(())
     }
@@ -65,7 +71,10 @@ per_client! {
         let consumer: StreamConsumer = consumer_config(ctx, &g, "earliest").create().map_err(err)?;
         consumer.subscribe(&[&t]).map_err(err)?;
         ctx.note("first consumer reads", read(&consumer, 5, CLIENT_TIMEOUT).await.join(" "));
-        ctx.note("commit the consumer's state", render_result(&blocking!(consumer.commit_consumer_state(CommitMode::Sync))));
+        ctx.note(
+            "commit the consumer's state",
+            render_result(&blocking!(consumer.commit_consumer_state(CommitMode::Sync))),
+        );
         let committed = blocking!(consumer.committed(TEN_SECONDS)).map_err(err)?;
         ctx.note("committed", render_tpl(&committed));
         close(consumer).await;
@@ -144,23 +153,35 @@ per_client! {
             blocking!(consumer.committed(TEN_SECONDS)).map(|c| render_tpl(&c)).unwrap_or_else(|e| render_err(&e))
         };
         ctx.note("committed before anything", committed().await);
-        ctx.note("commit the state before anything is stored", render_result(&blocking!(consumer.commit_consumer_state(CommitMode::Sync))));
+        ctx.note(
+            "commit the state before anything is stored",
+            render_result(&blocking!(consumer.commit_consumer_state(CommitMode::Sync))),
+        );
         let m0 = next().await?;
         ctx.note("first record", render_message(&m0));
-        ctx.note("commit_message of offset 0", render_result(&blocking!(consumer.commit_message(&m0, CommitMode::Sync))));
+        ctx.note(
+            "commit_message of offset 0",
+            render_result(&blocking!(consumer.commit_message(&m0, CommitMode::Sync))),
+        );
         ctx.note("committed after commit_message", committed().await);
         let m1 = next().await?;
         ctx.note("store_offset_from_message of offset 1", render_result(&consumer.store_offset_from_message(&m1)));
         ctx.note("position", consumer.position().map(|p| render_tpl(&p)).unwrap_or_else(|e| render_err(&e)));
         ctx.note("commit the state", render_result(&blocking!(consumer.commit_consumer_state(CommitMode::Sync))));
         ctx.note("committed after the stored offset", committed().await);
-        ctx.note("commit the state again, nothing new stored", render_result(&blocking!(consumer.commit_consumer_state(CommitMode::Sync))));
+        ctx.note(
+            "commit the state again, nothing new stored",
+            render_result(&blocking!(consumer.commit_consumer_state(CommitMode::Sync))),
+        );
         let m2 = next().await?;
         ctx.note("third record", render_message(&m2));
         ctx.note("store_offset of offset 4", render_result(&consumer.store_offset(&t, 0, 4)));
         ctx.note("commit the state", render_result(&blocking!(consumer.commit_consumer_state(CommitMode::Sync))));
         ctx.note("committed after store_offset", committed().await);
-        ctx.note("store_offsets of offset 6 as given", render_result(&consumer.store_offsets(&tpl(&t, &[(0, Offset::Offset(6))])?)));
+        ctx.note(
+            "store_offsets of offset 6 as given",
+            render_result(&consumer.store_offsets(&tpl(&t, &[(0, Offset::Offset(6))])?)),
+        );
         ctx.note("commit the state", render_result(&blocking!(consumer.commit_consumer_state(CommitMode::Sync))));
         ctx.note("committed after store_offsets", committed().await);
         ctx.note("store_offset of a partition not assigned", render_result(&consumer.store_offset(&t, 5, 1)));
@@ -177,7 +198,10 @@ per_client! {
         ctx.note("committed after the async commit", committed().await);
         let auto_store: StreamConsumer = consumer_config(ctx, &g, "earliest").create().map_err(err)?;
         auto_store.assign(&tpl(&t, &[(0, Offset::Beginning)])?).map_err(err)?;
-        ctx.note("another consumer, automatic offset store: reads", read(&auto_store, 1, CLIENT_TIMEOUT).await.join(" "));
+        ctx.note(
+            "another consumer, automatic offset store: reads",
+            read(&auto_store, 1, CLIENT_TIMEOUT).await.join(" "),
+        );
         ctx.note("store_offset with enable.auto.offset.store=true", render_result(&auto_store.store_offset(&t, 0, 1)));
         close(consumer).await;
         close(auto_store).await;
@@ -192,11 +216,19 @@ per_client! {
         pump_until(&mut [&mut m], "assigned", |ms| !ms[0].assigned().is_empty()).await?;
         ctx.note("assignment", format!("{:?}", m.assigned()));
         let other = tpl(&u, &[(1, Offset::Offset(3))])?;
-        ctx.note("commit a partition of another topic", render_result(&blocking!(m.consumer.commit(&other, CommitMode::Sync))));
-        let committed = blocking!(m.consumer.committed_offsets(tpl(&u, &[(0, Offset::Invalid), (1, Offset::Invalid)])?, TEN_SECONDS));
+        ctx.note(
+            "commit a partition of another topic",
+            render_result(&blocking!(m.consumer.commit(&other, CommitMode::Sync))),
+        );
+        let committed = blocking!(
+            m.consumer.committed_offsets(tpl(&u, &[(0, Offset::Invalid), (1, Offset::Invalid)])?, TEN_SECONDS)
+        );
         ctx.note("committed of that topic", committed.map(|c| render_tpl(&c)).unwrap_or_else(|e| render_err(&e)));
         let past = tpl(&t, &[(3, Offset::Offset(1))])?;
-        ctx.note("commit a partition the topic does not have", render_result(&blocking!(m.consumer.commit(&past, CommitMode::Sync))));
+        ctx.note(
+            "commit a partition the topic does not have",
+            render_result(&blocking!(m.consumer.commit(&past, CommitMode::Sync))),
+        );
         let missing = tpl(&ctx.name("missing"), &[(0, Offset::Offset(1))])?;
         ctx.note("commit a missing topic", render_result(&blocking!(m.consumer.commit(&missing, CommitMode::Sync))));
         ctx.note("assignment after", format!("{:?}", m.assigned()));

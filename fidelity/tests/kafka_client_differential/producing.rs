@@ -67,7 +67,8 @@ per_client! {
         let headers = OwnedHeaders::new()
             .insert(Header { key: "h1", value: Some("one") })
             .insert(Header { key: "h2", value: None::<&str> });
-        let record = FutureRecord::to(&t).partition(1).key("k").payload("p").timestamp(1_700_000_000_000).headers(headers);
+        let record =
+            FutureRecord::to(&t).partition(1).key("k").payload("p").timestamp(1_700_000_000_000).headers(headers);
         let d = producer.send(record, Duration::from_secs(30)).await.map_err(|(e, _)| render_err(&e))?;
         ctx.note("delivery", format!("partition={} offset={}", d.partition, d.offset));
         let no_key = FutureRecord::<str, str>::to(&t).partition(1).payload("");
