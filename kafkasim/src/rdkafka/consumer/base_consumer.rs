@@ -87,7 +87,7 @@ impl<C: ConsumerContext> Owner for Inner<C> {
     fn auto_commit(&self) {
         let offsets = self.lock().to_commit(None);
         if !offsets.is_empty() {
-            drop(self.commit_offsets(offsets, CommitMode::Async));
+            self.auto_commit_offsets(offsets);
         }
     }
 

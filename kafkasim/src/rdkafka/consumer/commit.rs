@@ -1,8 +1,11 @@
 //! Commits (librdkafka's `rd_kafka_commit`): offsets go to the group task as a
-//! `GroupCommand::Commit` when the commit is made; a `CommitMode::Async` commit's answer is
-//! queued for `recv()`, which runs the commit callback, a `CommitMode::Sync` commit's future
-//! waits for it and runs the callback before it resolves. Without a group a commit fails
-//! `ConsumerCommit(UnknownGroup)`; with nothing to commit `ConsumerCommit(NoOffset)`.
+//! `GroupCommand::Commit` when the commit is made. A `CommitMode::Sync` commit returns its
+//! result to the caller and runs no commit callback (librdkafka answers it on a temporary queue,
+//! not as an OFFSET_COMMIT event). Auto-commits (the interval, a revoke, the close) and
+//! `CommitMode::Async` commits queue their answer for `recv()`, which runs the commit callback —
+//! a listed difference for the Async ones: rdkafka 0.39 reports nothing for them (it commits
+//! without a reply queue, rust-rdkafka #856; PR #857 reports them as here). Without a group a
+//! commit fails `ConsumerCommit(UnknownGroup)`; with nothing to commit `ConsumerCommit(NoOffset)`.
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -73,13 +76,29 @@ async fn finish_commit(
 }
 
 impl<C: ConsumerContext> Inner<C> {
-    /// Queues a commit of `offsets`; the future of its result (see [`Consumer::commit`]).
+    /// Queues the application's commit of `offsets`; the future of its result (see
+    /// [`Consumer::commit`]). The commit callback runs for an Async one only.
     pub(crate) fn commit_offsets(
         &self,
         offsets: Offsets,
         mode: CommitMode,
     ) -> impl Future<Output = KafkaResult<()>> + Send + 'static {
-        let (state, signals, context) = (Arc::clone(&self.state), Arc::clone(&self.signals), Arc::clone(&self.context));
+        self.send_commit(offsets, mode, mode == CommitMode::Async)
+    }
+
+    /// Queues an auto-commit of `offsets` (the interval, a revoke, the close): its answer goes
+    /// to the commit callback from `recv()`.
+    pub(crate) fn auto_commit_offsets(&self, offsets: Offsets) {
+        drop(self.send_commit(offsets, CommitMode::Async, true));
+    }
+
+    fn send_commit(
+        &self,
+        offsets: Offsets,
+        mode: CommitMode,
+        callback: bool,
+    ) -> impl Future<Output = KafkaResult<()>> + Send + 'static {
+        let (state, signals) = (Arc::clone(&self.state), Arc::clone(&self.signals));
         let mut early: Option<KafkaResult<()>> = None;
         let mut pending = None;
         match &self.group {
@@ -87,8 +106,10 @@ impl<C: ConsumerContext> Inner<C> {
             Some(_) if offsets.is_empty() => {
                 let error = KafkaError::ConsumerCommit(Code::NoOffset);
                 if mode == CommitMode::Async {
-                    self.lock().queue.push_back(Queued::Commit(Err(error), TopicPartitionList::new()));
-                    self.signals.data.notify_waiters();
+                    if callback {
+                        self.lock().queue.push_back(Queued::Commit(Err(error), TopicPartitionList::new()));
+                        self.signals.data.notify_waiters();
+                    }
                     early = Some(Ok(()));
                 } else {
                     early = Some(Err(error));
@@ -101,8 +122,10 @@ impl<C: ConsumerContext> Inner<C> {
                     let (state, signals, offsets) = (Arc::clone(&state), Arc::clone(&signals), offsets.clone());
                     crate::rdkafka::consumer::spawn_task(async move {
                         let (result, tpl) = finish_commit(Arc::clone(&state), offsets, rx).await;
-                        lock(&state).queue.push_back(Queued::Commit(result, tpl));
-                        signals.data.notify_waiters();
+                        if callback {
+                            lock(&state).queue.push_back(Queued::Commit(result, tpl));
+                            signals.data.notify_waiters();
+                        }
                     });
                     early = Some(Ok(()));
                 } else {
@@ -115,8 +138,7 @@ impl<C: ConsumerContext> Inner<C> {
                 return r;
             }
             let rx = pending.expect("a sync commit was sent");
-            let (result, tpl) = finish_commit(state, offsets, rx).await;
-            context.commit_callback(result.clone(), &tpl);
+            let (result, _) = finish_commit(state, offsets, rx).await;
             result
         }
     }

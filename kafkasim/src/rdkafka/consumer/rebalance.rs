@@ -9,7 +9,7 @@ use tokio::sync::oneshot;
 use crate::rdkafka::consumer::base_consumer::{BaseConsumer, Inner, lock, tpl_of_tps};
 use crate::rdkafka::consumer::group::{GroupCommand, GroupEvent};
 use crate::rdkafka::consumer::positions::{Queued, Tp};
-use crate::rdkafka::consumer::{CommitMode, ConsumerContext, Rebalance, RebalanceProtocol};
+use crate::rdkafka::consumer::{ConsumerContext, Rebalance, RebalanceProtocol};
 use crate::rdkafka::error::{KafkaError, KafkaResult};
 use crate::rdkafka::message::OwnedMessage;
 use crate::rdkafka::net::Dialer;
@@ -96,7 +96,7 @@ impl<C: ConsumerContext> Inner<C> {
         if self.s.auto_commit {
             let offsets = self.lock().to_commit(Some(partitions));
             if !offsets.is_empty() {
-                drop(self.commit_offsets(offsets, CommitMode::Async));
+                self.auto_commit_offsets(offsets);
             }
         }
         let mut st = self.lock();
