@@ -309,7 +309,7 @@ per_client! {
         config.set("allow.auto.create.topics", "false");
         let mut a = Member::subscribed(&config, &missing, false)?;
         pump_until(&mut [&mut a], "an error", |ms| !ms[0].errors.is_empty()).await?;
-        pump(&mut [&mut a], Duration::from_secs(2)).await;
+        pump(&mut [&mut a], Duration::from_secs(5)).await;
         let mut errors = a.errors.clone();
         errors.dedup();
         ctx.note("errors from recv (repeats folded)", errors.join(", "));
