@@ -54,6 +54,12 @@ async fn assignment_calls(ctx: Ctx) -> Result<(), Failure> {
             c.incremental_assign(&tpl(&[("a", 1), ("a", 2)])).map_err(fail)?;
             c.incremental_unassign(&tpl(&[("a", 0)])).map_err(fail)?;
             check(c.assignment().map_err(fail)?.count() == 2, "a1, a2 assigned")?;
+            // rd_kafka_offset_store: a known partition not assigned is State, one the consumer
+            // does not know UnknownPartition (once the metadata is in).
+            let _ = tokio::time::timeout(Duration::from_millis(500), c.recv()).await;
+            let store = |p: i32| c.store_offset("a", p, 0);
+            check(store(0) == Err(KafkaError::StoreOffset(Code::State)), format!("a0: {:?}", store(0)))?;
+            check(store(9) == Err(KafkaError::StoreOffset(Code::UnknownPartition)), format!("a9: {:?}", store(9)))?;
             // rd_kafka_pause_partitions: an element the consumer has no partition for carries
             // UnknownPartition; the call succeeds.
             let list = tpl(&[("a", 1), ("a", 0)]);

@@ -383,16 +383,27 @@ impl<C: ConsumerContext> Consumer<C> for BaseConsumer<C> {
         if self.inner.s.auto_offset_store {
             return Err(KafkaError::StoreOffset(Code::InvalidArgument));
         }
+        // librdkafka's rd_kafka_offsets_store: each element carries its error; the call fails
+        // (with the last element's error) only when none could be stored.
         let mut st = self.inner.lock();
-        let mut stored = 0;
+        let (mut stored, mut last) = (0, None);
         for e in tpl.elements() {
             if let Offset::Offset(n) = e.offset() {
                 let m = e.metadata();
                 let m = (!m.is_empty()).then(|| m.to_string());
-                stored += usize::from(st.store(&(e.topic().to_string(), e.partition()), n, m).is_ok());
+                match st.store(&(e.topic().to_string(), e.partition()), n, m) {
+                    Ok(()) => stored += 1,
+                    Err(error) => {
+                        tpl.set_error(e.topic(), e.partition(), error.rdkafka_error_code().unwrap_or(Code::State));
+                        last = Some(error);
+                    }
+                }
             }
         }
-        if stored == 0 && tpl.count() > 0 { Err(KafkaError::StoreOffset(Code::State)) } else { Ok(()) }
+        match last {
+            Some(error) if stored == 0 => Err(error),
+            _ => Ok(()),
+        }
     }
 
     fn subscription(&self) -> KafkaResult<TopicPartitionList> {

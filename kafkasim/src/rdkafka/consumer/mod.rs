@@ -158,7 +158,8 @@ pub trait Consumer<C: ConsumerContext = DefaultConsumerContext> {
     /// by the next commit of the consumer's state or auto-commit.
     ///
     /// # Errors
-    /// `StoreOffset(State)` when the partition is not assigned.
+    /// `StoreOffset(State)` when the partition is not assigned, `StoreOffset(UnknownPartition)`
+    /// when the consumer knows no such partition (librdkafka's `rd_kafka_offset_store`).
     fn store_offset(&self, topic: &str, partition: i32, offset: i64) -> KafkaResult<()>;
 
     /// Stores `message`'s offset + 1.
@@ -170,8 +171,9 @@ pub trait Consumer<C: ConsumerContext = DefaultConsumerContext> {
     /// Stores the list's offsets as given (the next to read) with their metadata.
     ///
     /// # Errors
-    /// `StoreOffset(InvalidArgument)` with `enable.auto.offset.store=true`; `StoreOffset(State)`
-    /// when none of the partitions is assigned.
+    /// `StoreOffset(InvalidArgument)` with `enable.auto.offset.store=true`; when none of the
+    /// partitions could be stored, the last one's error (`State`, `UnknownPartition`); each
+    /// element carries its own.
     fn store_offsets(&self, tpl: &TopicPartitionList) -> KafkaResult<()>;
 
     /// The subscribed topics (partition -1 each).

@@ -115,6 +115,9 @@ pub(crate) struct State {
     /// The assignment was lost (set while the callbacks of a lost assignment run, until the
     /// next assignment).
     pub lost: bool,
+    /// Partition counts of the topics the metadata knows (librdkafka's toppars: what
+    /// `store_offset` of an unassigned partition tells apart).
+    pub partition_counts: BTreeMap<String, usize>,
     versions: u64,
 }
 
@@ -192,9 +195,14 @@ impl State {
     /// Stores `offset` (the next to read) for `tp`.
     ///
     /// # Errors
-    /// `StoreOffset(State)` when `tp` is not assigned (librdkafka 2.x).
+    /// As librdkafka 2.x's `rd_kafka_offset_store`: `StoreOffset(State)` when `tp` is a known
+    /// partition not assigned, `StoreOffset(UnknownPartition)` when the consumer knows no such
+    /// partition.
     pub(crate) fn store(&mut self, tp: &Tp, offset: i64, metadata: Option<String>) -> KafkaResult<()> {
-        let p = self.partitions.get_mut(tp).ok_or(KafkaError::StoreOffset(Code::State))?;
+        let Some(p) = self.partitions.get_mut(tp) else {
+            let known = self.partition_counts.get(&tp.0).is_some_and(|n| usize::try_from(tp.1).is_ok_and(|i| i < *n));
+            return Err(KafkaError::StoreOffset(if known { Code::State } else { Code::UnknownPartition }));
+        };
         p.stored = Some((offset, metadata));
         Ok(())
     }

@@ -14,7 +14,13 @@ impl Fetcher {
                 match result {
                     Ok(resp) => {
                         self.metadata.update(&resp, now);
-                        let st = self.lock();
+                        let mut st = self.lock();
+                        for t in &resp.topics {
+                            let Some(name) = t.name.as_ref().map(|n| n.0.to_string()) else { continue };
+                            if let Some(TopicState::Known(leaders)) = self.metadata.topic(&name) {
+                                st.partition_counts.insert(name, leaders.len());
+                            }
+                        }
                         let missing = st.partitions.keys().any(|(t, p)| self.metadata.leader(t, *p).is_none());
                         drop(st);
                         self.metadata_next_refresh =
