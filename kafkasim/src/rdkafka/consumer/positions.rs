@@ -304,6 +304,8 @@ mod tests {
         assert!(st.pop(true).0.is_none(), "messages queued before the seek are dropped");
         assert_eq!((st.partitions[&tp].start, st.partitions[&tp].app_position), (Start::At(1), Some(1)));
         assert!(st.seek(&("u".into(), 0), Offset::End).is_err());
+        assert!(matches!(st.store(&("u".into(), 0), 1, None), Err(KafkaError::StoreOffset(Code::UnknownPartition))));
+        st.partition_counts.insert("u".into(), 1);
         assert!(matches!(st.store(&("u".into(), 0), 1, None), Err(KafkaError::StoreOffset(Code::State))));
     }
 }
