@@ -62,7 +62,6 @@ mod producing;
 use std::process::ExitCode;
 
 use fidelity::runner::{Scenario, Suite};
-#[allow(unused_imports)]
 use fidelity::{Known, scenario};
 
 fn scenarios() -> Vec<Scenario> {
@@ -77,7 +76,13 @@ fn scenarios() -> Vec<Scenario> {
         scenario!(offsets::group_commit_and_resume),
         scenario!(offsets::commit_metadata_round_trips),
         scenario!(offsets::watermarks_and_offsets_for_times),
-        scenario!(offsets::commit_message_store_offset_and_consumer_state),
+        scenario!(
+            offsets::commit_message_store_offset_and_consumer_state,
+            Some(Known {
+                id: "async-commit-callback-is-served-by-recv",
+                steps: &["commit callbacks after the async commit"]
+            })
+        ),
         scenario!(offsets::commit_of_a_partition_not_assigned),
         scenario!(offsets::seek_pause_and_resume),
         scenario!(groups::cooperative_sticky_incremental_rebalance),

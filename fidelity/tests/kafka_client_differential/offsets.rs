@@ -193,7 +193,7 @@ per_client! {
             "commit offset 7, async",
             render_result(&blocking!(consumer.commit(&tpl(&t, &[(0, Offset::Offset(7))])?, CommitMode::Async))),
         );
-        let _ = read(&consumer, 8, Duration::from_secs(2)).await;
+        let _ = read(&consumer, 8, Duration::from_secs(6)).await;
         ctx.note("commit callbacks after the async commit", commits());
         ctx.note("committed after the async commit", committed().await);
         let auto_store: StreamConsumer = consumer_config(ctx, &g, "earliest").create().map_err(err)?;
