@@ -60,6 +60,12 @@ async fn assignment_calls(ctx: Ctx) -> Result<(), Failure> {
             let store = |p: i32| c.store_offset("a", p, 0);
             check(store(0) == Err(KafkaError::StoreOffset(Code::State)), format!("a0: {:?}", store(0)))?;
             check(store(9) == Err(KafkaError::StoreOffset(Code::UnknownPartition)), format!("a9: {:?}", store(9)))?;
+            // rd_kafka_query_watermark_offsets: a topic or partition the cluster lacks.
+            let unknown = Err(KafkaError::MetadataFetch(Code::UnknownPartition));
+            let wm = c.fetch_watermarks("nope", 0, Duration::from_secs(3)).await;
+            check(wm == unknown, format!("watermarks of a missing topic: {wm:?}"))?;
+            let wm = c.fetch_watermarks("a", 9, Duration::from_secs(3)).await;
+            check(wm == unknown, format!("watermarks of a missing partition: {wm:?}"))?;
             // rd_kafka_pause_partitions: an element the consumer has no partition for carries
             // UnknownPartition; the call succeeds.
             let list = tpl(&[("a", 1), ("a", 0)]);

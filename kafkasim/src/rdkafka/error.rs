@@ -338,9 +338,18 @@ impl fmt::Display for KafkaError {
     }
 }
 
+/// rdkafka 0.39's `Debug` (not always `KafkaError ({Display})`: `MetadataFetch` says "Metadata
+/// fetch error" where `Display` says "Meta data", the fatal one puts "(Fatal)" first, and
+/// `Canceled`/`NoMessageReceived` carry no prefix of their own).
 impl fmt::Debug for KafkaError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "KafkaError ({self})")
+        match self {
+            KafkaError::Canceled => write!(f, "KafkaError (Client dropped)"),
+            KafkaError::MessageConsumptionFatal(e) => write!(f, "(Fatal) KafkaError (Message consumption error: {e})"),
+            KafkaError::MetadataFetch(e) => write!(f, "KafkaError (Metadata fetch error: {e})"),
+            KafkaError::NoMessageReceived => write!(f, "No message received within the given poll interval"),
+            other => write!(f, "KafkaError ({other})"),
+        }
     }
 }
 
@@ -361,5 +370,12 @@ mod tests {
         let e = KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull);
         assert_eq!(e.to_string(), "Message production error: QueueFull (Local: Queue full)");
         assert_eq!(e.rdkafka_error_code(), Some(RDKafkaErrorCode::QueueFull));
+        assert_eq!(format!("{e:?}"), "KafkaError (Message production error: QueueFull (Local: Queue full))");
+        let m = KafkaError::MetadataFetch(RDKafkaErrorCode::UnknownPartition);
+        assert_eq!(m.to_string(), "Meta data fetch error: UnknownPartition (Local: Unknown partition)");
+        assert_eq!(format!("{m:?}"), "KafkaError (Metadata fetch error: UnknownPartition (Local: Unknown partition))");
+        let fatal = KafkaError::MessageConsumptionFatal(RDKafkaErrorCode::FencedInstanceId);
+        assert!(format!("{fatal:?}").starts_with("(Fatal) KafkaError (Message consumption error: FencedInstanceId"));
+        assert_eq!(format!("{:?}", KafkaError::Canceled), "KafkaError (Client dropped)");
     }
 }

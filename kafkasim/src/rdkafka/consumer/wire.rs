@@ -129,9 +129,22 @@ pub(crate) async fn list_offsets_once(
     let mut conns: BTreeMap<String, Conn> = BTreeMap::new();
     let mut out = Vec::with_capacity(queries.len());
     for (tp, timestamp) in queries {
-        if let Some(TopicState::Failed { code, .. }) = metadata.topic(&tp.0) {
-            out.push((tp, Err(KafkaError::MetadataFetch(Code::from(*code)))));
-            continue;
+        // librdkafka's leader lookup: a topic or partition the cluster does not have is the
+        // local UNKNOWN_PARTITION (as rd_kafka_query_watermark_offsets answers it).
+        match metadata.topic(&tp.0) {
+            Some(TopicState::Failed { code: 3, .. }) => {
+                out.push((tp, Err(KafkaError::MetadataFetch(Code::UnknownPartition))));
+                continue;
+            }
+            Some(TopicState::Failed { code, .. }) => {
+                out.push((tp, Err(KafkaError::MetadataFetch(Code::from(*code)))));
+                continue;
+            }
+            Some(TopicState::Known(leaders)) if usize::try_from(tp.1).map_or(true, |i| i >= leaders.len()) => {
+                out.push((tp, Err(KafkaError::MetadataFetch(Code::UnknownPartition))));
+                continue;
+            }
+            _ => {}
         }
         let Some((_, addr)) = metadata.leader(&tp.0, tp.1) else {
             out.push((tp, Err(KafkaError::MetadataFetch(Code::LeaderNotAvailable))));
