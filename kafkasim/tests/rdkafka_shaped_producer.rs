@@ -71,7 +71,7 @@ fn record(ctx: &Ctx, what: &str, d: &Result<Delivery, KafkaError>) {
 
 /// Concurrent keyed sends: every record lands on its key's CRC-32 partition, each partition's
 /// offsets are consecutive in send order; null keys spread over partitions from the run's seed;
-/// acks=0 reports offset -1 and still writes.
+/// acks=0 reports offset -1001 (RD_KAFKA_OFFSET_INVALID) and still writes.
 async fn ordered_keyed_and_acks0(ctx: Ctx) -> Result<(), Failure> {
     let cluster = Cluster::builder().brokers(3).build();
     let bootstrap = cluster.serve_sim(&ctx)?;
@@ -115,7 +115,7 @@ async fn ordered_keyed_and_acks0(ctx: Ctx) -> Result<(), Failure> {
             }
             ctx.record("rdk.spread", "orders", format!("{spread:?}"));
             check(spread.len() > 1, format!("null keys spread: {spread:?}"))?;
-            // acks=0: no response, offset -1, written all the same.
+            // acks=0: no response, offset -1001 (librdkafka's invalid offset), written all the same.
             let fire = producer(&bootstrap, &[("acks", "0")])?;
             let before = cluster.partition("orders", 0).map_or(0, |v| v.high_watermark);
             for i in 0..3 {
@@ -123,7 +123,7 @@ async fn ordered_keyed_and_acks0(ctx: Ctx) -> Result<(), Failure> {
                     fire.send(FutureRecord::<str, _>::to("orders").partition(0).payload(&format!("f{i}")), None).await;
                 let d = d.map_err(|(e, _)| e);
                 record(&ctx, "acks0", &d);
-                check(d.as_ref().is_ok_and(|d| d.offset == -1 && d.partition == 0), format!("acks=0 report {d:?}"))?;
+                check(d.as_ref().is_ok_and(|d| d.offset == -1001 && d.partition == 0), format!("acks=0 report {d:?}"))?;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
             let after = cluster.partition("orders", 0).map_or(0, |v| v.high_watermark);

@@ -12,7 +12,7 @@ use crate::rdkafka::message::{OwnedMessage, Timestamp};
 pub struct Delivery {
     /// The partition.
     pub partition: i32,
-    /// Its offset there; -1 with `acks=0` (librdkafka's `RD_KAFKA_OFFSET_INVALID`).
+    /// Its offset there; -1001 with `acks=0` (librdkafka's `RD_KAFKA_OFFSET_INVALID`).
     pub offset: i64,
     /// Its timestamp: the create time sent (or `LogAppendTime` when the broker set it).
     pub timestamp: Timestamp,

@@ -570,7 +570,8 @@ impl Sender {
         for (i, p) in b.records.into_iter().enumerate() {
             let delivery = Delivery {
                 partition: b.partition,
-                offset: if base >= 0 { base + i as i64 } else { -1 },
+                // acks=0: librdkafka leaves the offset at RD_KAFKA_OFFSET_INVALID (-1001).
+                offset: if base >= 0 { base + i as i64 } else { -1001 },
                 timestamp: reported_timestamp(&p.message, append_time),
             };
             self.finish(p, Ok(delivery));
