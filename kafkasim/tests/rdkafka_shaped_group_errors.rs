@@ -211,14 +211,15 @@ fn a_fenced_static_follower_fails_fatally_and_does_not_rejoin() {
 
 /// Subscribed to a topic that exists and one that does not: recv() returns
 /// `MessageConsumption(UnknownTopicOrPartition)` once (librdkafka's "Subscribed topic not
-/// available", reported once per error), and the existing topic is consumed.
+/// available", reported once per error), and the existing topic is consumed. Subscribed to a
+/// missing topic only, the consumer does not join until the topic exists.
 async fn missing_subscribed_topic(ctx: Ctx) -> Result<(), Failure> {
     let cluster = Cluster::builder().brokers(1).initial_rebalance_delay(Duration::ZERO).build();
     let bootstrap = cluster.serve_sim(&ctx)?;
     cluster.create_topic("here", 1).map_err(fail)?;
-    let ctx2 = ctx.clone();
+    let (c2, ctx2) = (cluster.clone(), ctx.clone());
     in_node(&ctx, move |_node| {
-        let (ctx, bootstrap) = (ctx2.clone(), bootstrap.clone());
+        let (ctx, cluster, bootstrap) = (ctx2.clone(), c2.clone(), bootstrap.clone());
         async move {
             produce(&bootstrap, "here", 0, 2).await?;
             let log: Log = Arc::default();
@@ -236,6 +237,27 @@ async fn missing_subscribed_topic(ctx: Ctx) -> Result<(), Failure> {
             let unknown = KafkaError::MessageConsumption(Code::UnknownTopicOrPartition).to_string();
             check(seen.iter().filter(|s| **s == unknown).count() == 1, format!("reported once: {seen:?}"))?;
             check(seen.contains(&"0".to_string()) && seen.contains(&"1".to_string()), format!("here read: {seen:?}"))?;
+            // Subscribed to a missing topic only: librdkafka's cgrp does not join ("no matching
+            // topics") — no rebalance callback — until the metadata shows it.
+            let solo_log: Log = Arc::default();
+            let solo = member(
+                &bootstrap,
+                "b",
+                &solo_log,
+                &[("group.id", "solo"), ("topic.metadata.refresh.interval.ms", "1000")],
+            )?;
+            solo.subscribe(&["later"]).map_err(fail)?;
+            let mut errors = 0;
+            for _ in 0..10 {
+                if let Ok(Err(_)) = tokio::time::timeout(Duration::from_millis(200), solo.recv()).await {
+                    errors += 1;
+                }
+            }
+            let l = solo_log.lock().expect("log").clone();
+            check(errors == 1 && l.is_empty(), format!("one error, no join: {errors} {l:?}"))?;
+            check(cluster.group("solo").is_none_or(|g| g.members.is_empty()), "not a member")?;
+            cluster.create_topic("later", 1).map_err(fail)?;
+            until(&solo, 1).await?;
             Ok(())
         }
     })

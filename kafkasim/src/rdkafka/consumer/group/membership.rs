@@ -75,6 +75,8 @@ enum Done {
     Sync(Option<Conn>, Result<SyncGroupResponse, Code>),
     Heartbeat(Option<Conn>, i32, Result<HeartbeatResponse, Code>),
     Leave(Option<Conn>, Result<LeaveGroupResponse, Code>),
+    /// Whether the subscribed topics exist (before joining).
+    Topics(Option<Conn>, Result<MetadataResponse, Code>),
     Commit(Option<Conn>, Queued, i32, Result<OffsetCommitResponse, Code>),
     Committed(Option<Conn>, Queued, Result<OffsetFetchResponse, Code>),
 }
@@ -137,6 +139,10 @@ pub(crate) struct Group {
     essential_inflight: bool,
     /// LeaveGroups sent again after a coordinator error or a lost connection.
     leave_retries: u32,
+    /// When the subscription's topics were last looked up, and whether one of them exists
+    /// (librdkafka's cgrp joins only once a subscribed topic is in the metadata).
+    topics_checked: Option<Instant>,
+    topics_exist: bool,
     /// When a JoinGroup is due: the last job queued before (those go first, later ones after).
     join_barrier: Option<u64>,
 }
@@ -193,6 +199,8 @@ impl Group {
             job_seq: 0,
             essential_inflight: false,
             leave_retries: 0,
+            topics_checked: None,
+            topics_exist: false,
             join_barrier: None,
         }
     }
@@ -347,6 +355,8 @@ impl Group {
         }
         let was_idle = matches!(self.phase, Phase::Idle);
         self.subscription = topics;
+        self.topics_checked = None;
+        self.topics_exist = false;
         if was_idle {
             self.phase = Phase::Join;
             return;
@@ -452,6 +462,9 @@ impl Group {
             t.extend(q.not_before);
         }
         if self.subscribed() {
+            if !self.topics_exist {
+                t.extend(self.topics_checked.map(|c| c + self.s.metadata_refresh));
+            }
             if self.generation >= 0 {
                 t.push(self.next_heartbeat);
                 t.push(self.last_heartbeat_ok + self.s.session_timeout);

@@ -37,6 +37,9 @@ pub(crate) struct GroupSettings {
     /// `socket.timeout.ms`: how long any response is waited for (JoinGroup: the rebalance
     /// timeout on top, as librdkafka's join request timeout).
     pub(crate) socket_timeout: Duration,
+    /// `topic.metadata.refresh.interval.ms` (default 300 s): how often a subscription none of
+    /// whose topics exists is looked up again before joining.
+    pub(crate) metadata_refresh: Duration,
 }
 
 fn millis(config: &ClientConfig, key: &str, default: u64) -> Duration {
@@ -94,6 +97,7 @@ impl GroupSettings {
             retry_backoff: millis(config, "retry.backoff.ms", 100),
             reconnect_backoff: millis(config, "reconnect.backoff.ms", 100),
             socket_timeout: millis(config, "socket.timeout.ms", 60_000),
+            metadata_refresh: millis(config, "topic.metadata.refresh.interval.ms", 300_000),
         }))
     }
 }

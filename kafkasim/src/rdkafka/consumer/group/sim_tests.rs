@@ -43,6 +43,7 @@ fn settings(bootstrap: &str, strategy: Strategy) -> GroupSettings {
         retry_backoff: Duration::from_millis(100),
         reconnect_backoff: Duration::from_millis(100),
         socket_timeout: Duration::from_secs(10),
+        metadata_refresh: Duration::from_secs(300),
     }
 }
 

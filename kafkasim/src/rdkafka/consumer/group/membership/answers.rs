@@ -28,6 +28,23 @@ impl Group {
                     Err(_) => self.coord_dead(now),
                 }
             }
+            Done::Topics(conn, r) => {
+                self.conn = conn;
+                match r {
+                    Ok(r) => {
+                        self.topics_checked = Some(now);
+                        self.topics_exist = r.topics.iter().any(|t| {
+                            t.error_code == 0
+                                && !t.partitions.is_empty()
+                                && t.name.as_ref().is_some_and(|n| self.subscription.iter().any(|s| s == n.0.as_str()))
+                        });
+                    }
+                    Err(_) => {
+                        self.coord_dead(now);
+                        self.join_retry_at = Some(now + self.s.retry_backoff);
+                    }
+                }
+            }
             Done::Sync(conn, r) => {
                 self.joining = false;
                 self.conn = conn;

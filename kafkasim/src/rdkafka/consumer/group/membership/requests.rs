@@ -110,6 +110,23 @@ impl Group {
                     && !self.max_poll_exceeded
                     && self.join_retry_at.is_none_or(|t| t <= now) =>
             {
+                if !self.topics_exist {
+                    // librdkafka's rd_kafka_cgrp_join: "no matching topics" — no JoinGroup until
+                    // the metadata shows a subscribed topic (looked up again every
+                    // topic.metadata.refresh.interval.ms).
+                    if self.topics_checked.is_none_or(|t| now >= t + self.s.metadata_refresh) {
+                        let topics: BTreeSet<String> = self.subscription.iter().cloned().collect();
+                        let r = Metadata::request(&topics, false);
+                        self.tasks.spawn(async move {
+                            let (c, r) =
+                                coordinator::exchange(conn, &dialer, &addr, &id, r, METADATA_VERSION, timeout).await;
+                            Done::Topics(c, r)
+                        });
+                    } else {
+                        self.conn = conn;
+                    }
+                    return;
+                }
                 self.join_retry_at = None;
                 self.join_barrier = None;
                 let owned: Vec<Tp> = self.assignment.iter().flatten().cloned().collect();
