@@ -42,12 +42,12 @@ impl Group {
         if join_ready && self.join_barrier.is_none() {
             self.join_barrier = Some(self.job_seq);
         }
-        let urgent = membership
-            && match &self.phase {
-                Phase::Metadata(_) | Phase::Sync(_) => true,
-                Phase::Join if join_ready => self.jobs.front().is_none_or(|q| Some(q.seq) > self.join_barrier),
-                _ => self.heartbeat_due(now),
-            };
+        // While the JoinGroup waits for those commits, heartbeats go on (during a rebalance the
+        // coordinator answers REBALANCE_IN_PROGRESS and keeps the session alive).
+        let join_now = join_ready && self.jobs.front().is_none_or(|q| Some(q.seq) > self.join_barrier);
+        let rebalancing = matches!(self.phase, Phase::Metadata(_) | Phase::Sync(_));
+        let heartbeat_now = membership && !rebalancing && !join_now && self.heartbeat_due(now);
+        let urgent = membership && (rebalancing || join_now || heartbeat_now);
         if !urgent && self.jobs.front().is_some_and(|q| q.not_before.is_none_or(|t| t <= now)) {
             let q = self.jobs.pop_front().expect("front exists");
             match &q.job {
@@ -105,11 +105,7 @@ impl Group {
             return;
         }
         match &self.phase {
-            Phase::Join
-                if self.awaiting_done == 0
-                    && !self.max_poll_exceeded
-                    && self.join_retry_at.is_none_or(|t| t <= now) =>
-            {
+            Phase::Join if join_now => {
                 if !self.topics_exist {
                     // librdkafka's rd_kafka_cgrp_join: "no matching topics" — no JoinGroup until
                     // the metadata shows a subscribed topic (looked up again every
