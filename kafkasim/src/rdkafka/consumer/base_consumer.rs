@@ -15,7 +15,6 @@ use crate::rdkafka::consumer::fetcher::{self, CommittedReply, Owner, Signals};
 use crate::rdkafka::consumer::group::{self, GroupCommand, GroupEvent, GroupHandle, GroupSettings};
 use crate::rdkafka::consumer::positions::{State, Tp};
 use crate::rdkafka::consumer::settings::ConsumerSettings;
-use crate::rdkafka::consumer::wire;
 use crate::rdkafka::consumer::{CommitMode, Consumer, ConsumerContext, RebalanceProtocol};
 use crate::rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode as Code};
 use crate::rdkafka::message::{BorrowedMessage, Message};
@@ -56,7 +55,7 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn tps(tpl: &TopicPartitionList) -> Vec<Tp> {
+pub(crate) fn tps(tpl: &TopicPartitionList) -> Vec<Tp> {
     tpl.elements().iter().map(|e| (e.topic().to_string(), e.partition())).collect()
 }
 
@@ -183,54 +182,6 @@ impl<C: ConsumerContext> BaseConsumer<C> {
                 st.set_paused(&tp, pause);
             } else {
                 partitions.set_error(&tp.0, tp.1, Code::UnknownPartition);
-            }
-        }
-    }
-
-    fn committed_lookup(
-        &self,
-        tpl: TopicPartitionList,
-        timeout: Timeout,
-    ) -> impl Future<Output = KafkaResult<TopicPartitionList>> + Send + 'static {
-        let partitions = tps(&tpl);
-        let rx = self.inner.lookup_committed(partitions);
-        async move {
-            let rx = rx.ok_or(KafkaError::OffsetFetch(Code::UnknownGroup))?;
-            let reply = match timeout.as_duration() {
-                None => rx.await,
-                Some(d) => {
-                    tokio::time::timeout(d, rx).await.map_err(|_| KafkaError::OffsetFetch(Code::OperationTimedOut))?
-                }
-            };
-            let found = reply.unwrap_or(Err(KafkaError::OffsetFetch(Code::BrokerDestroy)))?;
-            let mut out = TopicPartitionList::with_capacity(tpl.count());
-            for e in tpl.elements() {
-                let (t, p) = (e.topic(), e.partition());
-                let hit = found.iter().find(|((ft, fp), _, _)| ft == t && *fp == p);
-                let mut elem = out.add_partition(t, p);
-                let offset = hit.and_then(|(_, o, _)| *o).filter(|o| *o >= 0).map_or(Offset::Invalid, Offset::Offset);
-                let _ = elem.set_offset(offset);
-                if let Some(m) = hit.and_then(|(_, _, m)| m.as_ref()) {
-                    elem.set_metadata(m);
-                }
-            }
-            Ok(out)
-        }
-    }
-
-    fn offsets_lookup(
-        &self,
-        queries: Vec<(Tp, i64)>,
-        timeout: Timeout,
-    ) -> impl Future<Output = KafkaResult<Vec<(Tp, KafkaResult<i64>)>>> + Send + 'static {
-        let (s, dialer) = (Arc::clone(&self.inner.s), self.inner.dialer.clone());
-        async move {
-            let work = wire::list_offsets_once(s, dialer, queries);
-            match timeout.as_duration() {
-                None => work.await,
-                Some(d) => tokio::time::timeout(d, work)
-                    .await
-                    .map_err(|_| KafkaError::MetadataFetch(Code::OperationTimedOut))?,
             }
         }
     }

@@ -25,7 +25,7 @@
 //!
 //! Files, one concept each: `settings` (configuration read), `context` (callbacks),
 //! `positions` (per-partition state and the consumer queue), `rebalance` (group events applied with the callbacks; the close), `wire` (requests, record
-//! decoding, one-shot offset lookups), `fetcher` (the fetch task),
+//! decoding, one-shot offset lookups), `lookups` (the consumer's committed/offset lookups), `fetcher` (the fetch task),
 //! `commit` (commits and their callbacks), `base_consumer` (the consumer itself), `stream_consumer` (`recv`, `stream`), `group` (the
 //! group membership).
 
@@ -34,6 +34,7 @@ pub(crate) mod commit;
 pub mod context;
 pub(crate) mod fetcher;
 pub(crate) mod group;
+pub(crate) mod lookups;
 pub(crate) mod positions;
 pub(crate) mod rebalance;
 pub mod settings;
