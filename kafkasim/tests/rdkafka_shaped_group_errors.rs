@@ -269,10 +269,12 @@ fn a_missing_subscribed_topic_is_reported_once() {
     Simulation::new("rdkge_subscribed").seeds(0..3).repeat(2).run(missing_subscribed_topic).assert_passed();
 }
 
-/// Commits answered NOT_COORDINATOR for seven seconds (longer than the session) while the application commits every
-/// message: the coordinator is looked up again and the member keeps heartbeating meanwhile
-/// (librdkafka's heartbeat timer does not wait for commits), so its session does not expire;
-/// afterwards commits succeed again and close() resolves, leaving by LeaveGroup.
+/// Commits answered NOT_COORDINATOR for seven seconds (longer than the session) while the
+/// application commits every message, and a second member joins meanwhile: the coordinator is
+/// looked up again and the member keeps heartbeating — also while the rebalance's JoinGroup
+/// waits for its queued commits (librdkafka's heartbeat timer does not wait for commits) — so
+/// its session does not expire; afterwards commits succeed again and close() resolves, leaving
+/// by LeaveGroup.
 async fn commits_refused_not_coordinator(ctx: Ctx) -> Result<(), Failure> {
     use kafkasim::kafka_protocol::ResponseError;
     use kafkasim::kafka_protocol::messages::ApiKey;
@@ -299,7 +301,18 @@ async fn commits_refused_not_coordinator(ctx: Ctx) -> Result<(), Failure> {
             });
             let started = tokio::time::Instant::now();
             let mut fault = None;
+            let mut b = None;
             while started.elapsed() < Duration::from_secs(10) {
+                // A second member joins while the commits are refused: the rebalance's
+                // JoinGroup waits for a's queued commits, a's heartbeats must go on meanwhile.
+                if b.is_none() && started.elapsed() >= Duration::from_secs(2) {
+                    let joiner = member(&bootstrap, "b", &log, &extra)?;
+                    joiner.subscribe(&["n"]).map_err(fail)?;
+                    b = Some(joiner);
+                }
+                if let Some(b) = &b {
+                    let _ = tokio::time::timeout(Duration::from_millis(10), b.recv()).await;
+                }
                 if fault.is_none() && started.elapsed() >= Duration::from_secs(1) {
                     let f = Fault::new(ApiKey::OffsetCommit, FaultAction::Error(ResponseError::NotCoordinator));
                     fault = Some(cluster.install(f.group("g")));
@@ -331,6 +344,9 @@ async fn commits_refused_not_coordinator(ctx: Ctx) -> Result<(), Failure> {
                 matches!(r, Ok(()) | Err(KafkaError::ConsumerCommit(Code::NoOffset))),
                 format!("commits again: {r:?}"),
             )?;
+            if let Some(b) = b {
+                b.close().await;
+            }
             let closing = tokio::time::timeout(Duration::from_secs(8), a.close()).await;
             check(closing.is_ok(), "close() resolves")?;
             let left = cluster.group_events("g").iter().any(|e| e.detail == format!("{member_id} left"));
