@@ -62,7 +62,13 @@ where
 {
     match sim::node::NodeCtx::current() {
         Some(node) => drop(node.spawn(task)),
-        None => drop(tokio::spawn(task)),
+        None => {
+            // Outside a runtime (a consumer dropped on a plain thread) there is nothing to run
+            // it on: the task (a commit answer's bookkeeping) is dropped rather than panicking.
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                drop(rt.spawn(task));
+            }
+        }
     }
 }
 
