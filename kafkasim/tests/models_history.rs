@@ -279,6 +279,52 @@ fn q2_is_quiet_on_own_partitions_admin_resets_and_cooperative_revocation_commits
     assert!(!report.fired(Q2), "{report}");
 }
 
+/// c1 commits 3 on partition 0; the network holds the answer (c1 is partitioned away) while the
+/// coordinator expires c1, c2 takes the partition and commits 5; then c1's answer (accepted)
+/// arrives, below c2's, and c1 learns it lost the partition.
+fn late_answer() -> H {
+    let mut h = H::new();
+    h.assign("c1", 0);
+    for o in 0..3 {
+        h.process("c1", 0, o);
+    }
+    h.assign("c2", 0).process("c2", 0, 3).process("c2", 0, 4).commit("c2", 0, 5);
+    h.commit("c1", 0, 3).ev("c1", What::Revoke { tp: tp(0), lost: true });
+    h
+}
+
+fn two_owners() -> Facts {
+    let mut facts = Facts::default();
+    facts.generations.push(generation(1, &[("m1", "c1", &[0])]));
+    facts.generations.push(generation(2, &[("m2", "c2", &[0])]));
+    facts
+}
+
+#[test]
+fn q2_orders_accepted_answers_by_the_journal_not_by_their_arrival() {
+    // The journal: c1's 3 stored (generation 1) before c2's 5 — the answer only came late.
+    let mut facts = two_owners();
+    facts.commits.push(commit_record("m1", 1, 0, 3));
+    facts.commits.push(commit_record("m2", 2, 0, 5));
+    let report = judge(&late_answer().history(), &facts, &alo());
+    assert!(!report.fired(Q2), "{report}");
+
+    // Stored after c2's 5: the committed offset went back — both views report it.
+    let mut facts = two_owners();
+    facts.commits.push(commit_record("m2", 2, 0, 5));
+    facts.commits.push(commit_record("m1", 1, 0, 3));
+    let report = judge(&late_answer().history(), &facts, &alo());
+    let found = report.of(Q2);
+    assert_eq!(found.len(), 2, "{report}");
+    assert!(found.iter().any(|v| v.message.contains("went back")), "{report}");
+    assert!(found.iter().any(|v| v.message.contains("below the previous accepted 5")), "{report}");
+
+    // No journal (a real broker's history): the answers' order is all there is.
+    let report = judge_alone(&late_answer(), &alo());
+    let v = only(&report, Q2, Some(0), Some("c1"));
+    assert_eq!(v.offsets, vec![5, 3]);
+}
+
 // ---- Q3 -----------------------------------------------------------------------------------
 
 #[test]

@@ -26,7 +26,7 @@ mod service {
     include!("../src/orderstatus/service.rs");
 
     /// `Consumer::commit` with `CommitMode::Async` (rdkafka's returns at once).
-    fn commit_async(consumer: &Projector, offsets: &TopicPartitionList) -> KafkaResult<()> {
+    fn commit_async(consumer: &impl Consumer<ProjectorContext>, offsets: &TopicPartitionList) -> KafkaResult<()> {
         consumer.commit(offsets, kafka::consumer::CommitMode::Async)
     }
 

@@ -7,11 +7,19 @@
 //! commits its old positions after rejoining, overwrites the new holder's progress, and the
 //! coordinator accepts it. Two views, both judged:
 //!
-//! - **the members' own events**, at each commit answered `Accepted`: the offset is not below the
-//!   group's previous accepted offset for the partition, and the member holds the partition
-//!   (between its assignment and its revocation; members that never record assignments are
-//!   not judged on holding). Record a revocation after the commits made for it — commit
-//!   synchronously on revocation, as the `KafkaConsumer` javadoc advises;
+//! - **the members' own events**, at each commit answered `Accepted`: the member holds the
+//!   partition (between its assignment and its revocation; members that never record
+//!   assignments are not judged on holding) — judged at the event; and the offset is not below
+//!   the group's previous accepted offset for the partition — judged at the end, because an
+//!   answer's arrival does not order the commits: the coordinator stored the commit somewhere
+//!   between its request and its answer, and an answer held by the network (a member
+//!   partitioned away right after the coordinator stored its commit) can arrive after a later
+//!   owner's higher commits were answered, though it was stored before them. So a regression
+//!   in the answers is excused when the coordinator's journal shows the member's commit of that
+//!   offset stored before the higher one; without a journal ([`Facts::commits`] empty for the
+//!   partition, e.g. a history from a real broker) it is reported. Record a revocation after the
+//!   commits made for it — commit synchronously on revocation, as the `KafkaConsumer` javadoc
+//!   advises;
 //! - **the coordinator's journal** ([`Facts::commits`], at the end), in the order it stored
 //!   them: a stored offset below the previous one fails (an admin commit — no member,
 //!   generation −1, as `kafka-consumer-groups --reset-offsets` sends to an empty group — resets
@@ -35,12 +43,44 @@ pub struct MonotonicCommits {
     group: String,
     holds: Holds,
     last: BTreeMap<TopicPartition, (i64, String, u64)>,
+    /// Accepted answers below the previous accepted one, judged at the end against the journal.
+    regressions: Vec<Regression>,
+}
+
+/// An accepted commit answered below the group's previous accepted offset for its partition.
+#[derive(Debug)]
+struct Regression {
+    member: String,
+    tp: TopicPartition,
+    offset: i64,
+    previous: i64,
+    violation: Violation,
+}
+
+impl Regression {
+    /// Whether the coordinator's journal shows the member's commit of `offset` stored before a
+    /// commit of `previous` (the answers arrived out of the order the commits were stored in).
+    fn stored_before(&self, facts: &Facts) -> bool {
+        let stored = |c: &&crate::introspect::CommitRecord| {
+            c.error == 0 && c.topic == self.tp.topic && c.partition == self.tp.partition
+        };
+        let mut journal = facts.commits.iter().filter(stored);
+        let mine = |c: &&crate::introspect::CommitRecord| {
+            c.offset == self.offset && facts.client_of(&c.member_id).unwrap_or(&c.member_id) == self.member
+        };
+        journal.by_ref().find(mine).is_some() && journal.any(|c| c.offset == self.previous)
+    }
 }
 
 impl MonotonicCommits {
     /// Q2 for `spec`'s group.
     pub fn new(spec: &Spec) -> MonotonicCommits {
-        MonotonicCommits { group: spec.group().to_string(), holds: Holds::default(), last: BTreeMap::new() }
+        MonotonicCommits {
+            group: spec.group().to_string(),
+            holds: Holds::default(),
+            last: BTreeMap::new(),
+            regressions: Vec::new(),
+        }
     }
 }
 
@@ -73,27 +113,35 @@ impl Model for MonotonicCommits {
         if let Some((previous, by, seq)) = self.last.get(tp)
             && offset < previous
         {
-            out.push(
-                Violation::new(
-                    Q2,
-                    &self.group,
-                    format!(
-                        "#{} at {:?}: committed {offset}, accepted, below the previous accepted {previous} (by {by}, \
-                         #{seq})",
-                        e.seq, e.at
-                    ),
-                )
-                .member(&e.member)
-                .partition(tp)
-                .offsets([*previous, *offset]),
-            );
+            let violation = Violation::new(
+                Q2,
+                &self.group,
+                format!(
+                    "#{} at {:?}: committed {offset}, accepted, below the previous accepted {previous} (by {by}, #{seq})",
+                    e.seq, e.at
+                ),
+            )
+            .member(&e.member)
+            .partition(tp)
+            .offsets([*previous, *offset]);
+            self.regressions.push(Regression {
+                member: e.member.clone(),
+                tp: tp.clone(),
+                offset: *offset,
+                previous: *previous,
+                violation,
+            });
         }
         self.last.insert(tp.clone(), (*offset, e.member.clone(), e.seq));
         out
     }
 
     fn finish(&mut self, facts: &Facts, _end: Duration) -> Vec<Violation> {
-        let mut out = Vec::new();
+        let mut out: Vec<Violation> = std::mem::take(&mut self.regressions)
+            .into_iter()
+            .filter(|r| !r.stored_before(facts))
+            .map(|r| r.violation)
+            .collect();
         let mut last: BTreeMap<TopicPartition, i64> = BTreeMap::new();
         for c in facts.commits.iter().filter(|c| c.error == 0) {
             let tp = TopicPartition::new(&c.topic, c.partition);

@@ -108,7 +108,7 @@ pub mod service {
 
     /// `Consumer::commit` with `CommitMode::Async`: kafkasim::rdkafka's returns a future (the
     /// commit is queued at the call, and an async commit's future is ready at once).
-    fn commit_async(consumer: &Projector, offsets: &TopicPartitionList) -> KafkaResult<()> {
+    fn commit_async(consumer: &impl Consumer<ProjectorContext>, offsets: &TopicPartitionList) -> KafkaResult<()> {
         use futures::FutureExt;
         consumer.commit(offsets, kafka::consumer::CommitMode::Async).now_or_never().unwrap_or(Ok(()))
     }

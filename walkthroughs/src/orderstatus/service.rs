@@ -4,7 +4,8 @@
 // `tests/orderstatus_rdkafka.rs` — and brings the client-independent types of
 // `orderstatus::model` into scope (`Status`, `OrderEvent`, `Advance`, `Served`, `Store`,
 // `Observer`, `CommitAnswer`, `ProjectorConfig`), and defines
-// `fn commit_async(&Projector, &TopicPartitionList) -> KafkaResult<()>`: `Consumer::commit` with
+// `fn commit_async(&impl Consumer<ProjectorContext>, &TopicPartitionList) -> KafkaResult<()>`
+// (called with the `StreamConsumer` and, in the revoke callback, the `BaseConsumer`): `Consumer::commit` with
 // `CommitMode::Async` (rdkafka's returns the result; kafkasim::rdkafka's returns a future, ready
 // at once for an async commit), and `async fn close(Arc<Projector>)`: closes the consumer
 // (rdkafka: drop, which blocks until closed). No inner attributes here: the includer owns the module.
@@ -173,6 +174,33 @@ impl ConsumerContext for ProjectorContext {
         if let Rebalance::Revoke(partitions) = rebalance {
             let lost = consumer.assignment_lost();
             let mut state = self.shared.lock();
+            if !lost {
+                // Commit on revocation (the KafkaConsumer javadoc's advice): what was processed in
+                // this hold and not yet accepted (a commit in flight, or refused, as by a
+                // coordinator moving). Queued before the rejoin, it carries the generation the
+                // partitions were held in; a lost assignment is not committed (another member
+                // may own it already).
+                let revoked: Vec<(String, i32)> =
+                    partitions.elements().iter().map(|p| (p.topic().to_string(), p.partition())).collect();
+                let owed: Vec<((String, i32), i64)> =
+                    state.uncommitted().into_iter().filter(|(tp, _)| revoked.contains(tp)).collect();
+                if !owed.is_empty() {
+                    let mut offsets = TopicPartitionList::new();
+                    for ((topic, partition), next) in &owed {
+                        self.shared.observer.committing(&self.shared.member, topic, *partition, *next);
+                        let _ = offsets.add_partition_offset(topic, *partition, Offset::Offset(*next));
+                    }
+                    match commit_async(consumer, &offsets) {
+                        Ok(()) => state.pending_commits += 1,
+                        Err(e) => {
+                            for ((topic, partition), next) in &owed {
+                                let answer = commit_answer(&e);
+                                self.shared.observer.committed(&self.shared.member, topic, *partition, *next, answer);
+                            }
+                        }
+                    }
+                }
+            }
             for p in partitions.elements() {
                 let tp = (p.topic().to_string(), p.partition());
                 state.owned.remove(&tp);
@@ -288,7 +316,7 @@ async fn worker(
             continue;
         }
         shared.observer.committing(&shared.member, topic, partition, offset + 1);
-        match commit_async(&consumer, &next) {
+        match commit_async(consumer.as_ref(), &next) {
             Ok(()) => state.pending_commits += 1,
             Err(e) => shared.observer.committed(&shared.member, topic, partition, offset + 1, commit_answer(&e)),
         }
@@ -362,7 +390,7 @@ pub async fn projector(
                 shared.observer.committing(&shared.member, topic, *partition, *next);
                 let _ = offsets.add_partition_offset(topic, *partition, Offset::Offset(*next));
             }
-            match commit_async(&consumer, &offsets) {
+            match commit_async(consumer.as_ref(), &offsets) {
                 Ok(()) => shared.lock().pending_commits += 1,
                 Err(e) => {
                     for ((topic, partition), next) in &uncommitted {
