@@ -12,13 +12,15 @@ use kafka_protocol::records::{RecordBatchDecoder, TimestampType};
 use tokio::time::Instant;
 
 use crate::client::Client;
-use crate::rdkafka::consumer::fetcher::LIST_OFFSETS_VERSION;
 use crate::rdkafka::consumer::positions::Tp;
 use crate::rdkafka::consumer::settings::ConsumerSettings;
 use crate::rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode as Code};
 use crate::rdkafka::message::{Header, OwnedHeaders, OwnedMessage, Timestamp};
 use crate::rdkafka::net::{Dialer, Stream};
 use crate::rdkafka::producer::metadata::{METADATA_VERSION, Metadata, TopicState};
+
+/// The ListOffsets version sent (kafkasim 1–7, Apache Kafka 4.x 1–9).
+pub const LIST_OFFSETS_VERSION: i16 = 5;
 
 type Conn = Client<Stream>;
 
@@ -50,7 +52,18 @@ pub(crate) async fn exchange<R: kafka_protocol::protocol::Request>(
 /// The messages of a fetch response's `records` at `from` or after (control records and
 /// records of a batch before `from` skipped; a partial batch at the end ignored), and the next
 /// offset to fetch.
-pub(crate) fn decode(topic: &str, partition: i32, records: &Bytes, from: i64) -> (Vec<OwnedMessage>, i64) {
+///
+/// A complete batch that does not decode (its CRC does not match, a field is out of range) is
+/// an `Err(BadMessage)` in its place, and decoding goes on with the next batch, as librdkafka's
+/// msgset reader does with `check.crcs` ("MessageSet at offset .. failed CRC32C check", then
+/// the next MessageSet): the next offset moves only past records that decoded, so a bad batch
+/// at the end is fetched again (and reported again).
+pub(crate) fn decode(
+    topic: &str,
+    partition: i32,
+    records: &Bytes,
+    from: i64,
+) -> (Vec<Result<OwnedMessage, KafkaError>>, i64) {
     let mut buf = records.clone();
     let mut out = Vec::new();
     let mut next = from;
@@ -62,7 +75,10 @@ pub(crate) fn decode(topic: &str, partition: i32, records: &Bytes, from: i64) ->
             break;
         }
         let mut batch = buf.split_to(total);
-        let Ok(set) = RecordBatchDecoder::decode(&mut batch) else { break };
+        let Ok(set) = RecordBatchDecoder::decode(&mut batch) else {
+            out.push(Err(KafkaError::MessageConsumption(Code::BadMessage)));
+            continue;
+        };
         for r in set.records {
             next = next.max(r.offset + 1);
             if r.control || r.offset < from {
@@ -78,7 +94,7 @@ pub(crate) fn decode(topic: &str, partition: i32, records: &Bytes, from: i64) ->
                 TimestampType::Creation => Timestamp::CreateTime(r.timestamp),
                 TimestampType::LogAppend => Timestamp::LogAppendTime(r.timestamp),
             };
-            out.push(OwnedMessage::new(
+            out.push(Ok(OwnedMessage::new(
                 r.value.map(|v| v.to_vec()),
                 r.key.map(|k| k.to_vec()),
                 topic.to_string(),
@@ -86,7 +102,7 @@ pub(crate) fn decode(topic: &str, partition: i32, records: &Bytes, from: i64) ->
                 partition,
                 r.offset,
                 headers,
-            ));
+            )));
         }
     }
     (out, next)

@@ -122,13 +122,17 @@ impl Fetcher {
                             if p.start == Start::At(*offset) {
                                 p.start = Start::At(next);
                             }
-                            p.buffered += messages.len();
+                            let bad = messages.iter().any(Result::is_err);
+                            if bad && p.start == Start::At(*offset) {
+                                // librdkafka fetches a bad batch again at once; not in a loop here.
+                                p.not_before = Some(backoff);
+                            }
+                            p.buffered += messages.iter().filter(|m| m.is_ok()).count();
                             queued |= !messages.is_empty();
                             let v = p.version;
-                            st.queue.extend(messages.into_iter().map(|message| Queued::Message {
-                                tp: tp.clone(),
-                                version: v,
-                                message,
+                            st.queue.extend(messages.into_iter().map(|m| match m {
+                                Ok(message) => Queued::Message { tp: tp.clone(), version: v, message },
+                                Err(error) => Queued::Error { tp: Some((tp.clone(), v)), error },
                             }));
                         }
                         1 => {
