@@ -205,3 +205,49 @@ fn a_corrupt_record_batch_is_reported_bad_message_and_the_consumer_goes_on() {
         assert_eq!(next(&c).await, Ok((4, "v4".into())));
     });
 }
+
+#[path = "rdkafka_shaped_group/kit.rs"]
+mod kit;
+
+/// An OffsetFetch answered with an error no retry helps (GROUP_AUTHORIZATION_FAILED): the
+/// assigned partition cannot start, and `recv()` says why — librdkafka's
+/// `rd_kafka_assignment_apply_offsets` / `_handle_OffsetFetch` `rd_kafka_consumer_err` ("Failed
+/// to fetch committed offset for group .."), `MessageConsumption(code)` from rdkafka — rather than
+/// retrying in silence; once the coordinator answers, the partition is read from where the
+/// group says.
+async fn offset_fetch_refused(ctx: sim::Ctx) -> Result<(), sim::Failure> {
+    use kafkasim::kafka_protocol::ResponseError;
+    use kafkasim::{Cluster, Fault, FaultAction};
+    use kit::{check, fail, in_node, member, produce};
+    let cluster = Cluster::builder().brokers(1).initial_rebalance_delay(Duration::ZERO).build();
+    let bootstrap = cluster.serve_sim(&ctx)?;
+    cluster.create_topic("o", 1).map_err(fail)?;
+    let c2 = cluster.clone();
+    in_node(&ctx, move |_node| {
+        let (cluster, bootstrap) = (c2.clone(), bootstrap.clone());
+        async move {
+            produce(&bootstrap, "o", 0, 2).await?;
+            let fault = Fault::new(ApiKey::OffsetFetch, FaultAction::Error(ResponseError::GroupAuthorizationFailed));
+            let fault = cluster.install(fault.group("g"));
+            let a = member(&bootstrap, "a", &kit::Log::default(), &[])?;
+            a.subscribe(&["o"]).map_err(fail)?;
+            let r = tokio::time::timeout(Duration::from_secs(20), a.recv()).await.map(|r| r.map(|m| m.offset()));
+            let want = Err(KafkaError::MessageConsumption(Code::GroupAuthorizationFailed));
+            check(r == Ok(want.clone()), format!("recv() reports the refused lookup: {r:?}"))?;
+            drop(fault);
+            let mut r = tokio::time::timeout(Duration::from_secs(20), a.recv()).await.map(|r| r.map(|m| m.offset()));
+            // Errors already queued (one per retry at most) come first.
+            while r == Ok(want.clone()) {
+                r = tokio::time::timeout(Duration::from_secs(20), a.recv()).await.map(|r| r.map(|m| m.offset()));
+            }
+            check(r == Ok(Ok(0)), format!("read from the start once the lookup is answered: {r:?}"))?;
+            Ok(())
+        }
+    })
+    .await
+}
+
+#[test]
+fn an_offset_fetch_refused_for_good_is_reported_and_the_partition_starts_once_answered() {
+    sim::Simulation::new("rdkbrk_offsetfetch").seeds(0..3).repeat(2).run(offset_fetch_refused).assert_passed();
+}

@@ -37,8 +37,11 @@ impl Fetcher {
                     let Some(p) = st.partitions.get_mut(tp).filter(|p| p.version == *version) else { continue };
                     p.busy = false;
                     let found = match &result {
-                        Err(_) => {
+                        Err(e) => {
                             p.not_before = Some(backoff);
+                            if let Some(error) = lookup_error(e) {
+                                errors.push((tp.clone(), p.version, error));
+                            }
                             continue;
                         }
                         Ok(list) => list.iter().find(|(t, _, _)| t == tp).and_then(|(_, o, _)| *o).filter(|o| *o >= 0),
@@ -167,8 +170,28 @@ impl Fetcher {
             return;
         }
         for (tp, version, error) in errors {
-            st.queue.push_back(Queued::Error { tp: Some((tp, version)), error });
+            // The same error for the same partition once in the queue at most (a lookup refused
+            // at every retry must not fill it while the application is not reading).
+            let again = st.queue.iter().any(|q| {
+                matches!(q, Queued::Error { tp: Some((t, v)), error: e } if *t == tp && *v == version && *e == error)
+            });
+            if !again {
+                st.queue.push_back(Queued::Error { tp: Some((tp, version)), error });
+            }
         }
         self.signals.data.notify_waiters();
     }
+}
+
+/// The error `recv()` reports for a committed-offset lookup that failed, as librdkafka's
+/// `rd_kafka_assignment_handle_OffsetFetch` / `_apply_offsets` report it ("Failed to fetch
+/// committed offset(s) for .. in group"): a broker error no retry helps (authorization, an
+/// invalid group id, an error nobody expects) as `MessageConsumption(code)`. Coordinator and
+/// transport errors, retried by the group, and the group going away are not reported.
+fn lookup_error(e: &KafkaError) -> Option<KafkaError> {
+    let code = e.rdkafka_error_code()?;
+    let broker = i16::try_from(code.code()).ok().filter(|c| *c > 0)?;
+    // The codes the group retries (`group::commits::retriable`): coordinator moving or loading.
+    let retried = matches!(broker, 3 | 7 | 14 | 15 | 16);
+    (!retried).then_some(KafkaError::MessageConsumption(code))
 }
