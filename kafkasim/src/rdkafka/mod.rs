@@ -24,6 +24,7 @@ pub mod error;
 pub mod message;
 mod net;
 pub mod producer;
+mod task;
 pub mod topic_partition_list;
 pub mod util;
 

@@ -5,81 +5,30 @@
 
 use std::collections::VecDeque;
 use std::future::Future;
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
 use tokio::sync::{mpsc, oneshot};
 
 use crate::rdkafka::config::ClientConfig;
+use crate::rdkafka::consumer::api::{CommitMode, Consumer};
 use crate::rdkafka::consumer::commit::Offsets;
+pub use crate::rdkafka::consumer::context::BaseConsumer;
+use crate::rdkafka::consumer::context::ConsumerContext;
 use crate::rdkafka::consumer::fetcher::{self, CommittedReply, Owner, Signals};
-use crate::rdkafka::consumer::group::{self, GroupCommand, GroupEvent, GroupHandle, GroupSettings};
+use crate::rdkafka::consumer::group::assignor::RebalanceProtocol;
+use crate::rdkafka::consumer::group::{self, GroupCommand, GroupHandle, GroupSettings};
+use crate::rdkafka::consumer::inner::{Inner, lock, tpl_of_tps, tps};
 use crate::rdkafka::consumer::positions::{State, Tp};
 use crate::rdkafka::consumer::settings::ConsumerSettings;
-use crate::rdkafka::consumer::{CommitMode, Consumer, ConsumerContext, RebalanceProtocol};
 use crate::rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode as Code};
 use crate::rdkafka::message::{BorrowedMessage, Message};
 use crate::rdkafka::net::Dialer;
 use crate::rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use crate::rdkafka::util::Timeout;
 
-/// What the handles share.
-pub(crate) struct Inner<C> {
-    pub(crate) s: Arc<ConsumerSettings>,
-    pub(crate) context: Arc<C>,
-    pub(crate) state: Arc<Mutex<State>>,
-    pub(crate) signals: Arc<Signals>,
-    pub(crate) group: Option<GroupHandle>,
-    pub(crate) events: Arc<Mutex<VecDeque<GroupEvent>>>,
-    /// Held while one group event's callbacks run, so events apply one at a time, in order.
-    pub(crate) rebalancing: Mutex<()>,
-    /// Set once the close started (see [`Inner::close`]).
-    pub(crate) closed: std::sync::atomic::AtomicBool,
-    pub(crate) dialer: Dialer,
-    _alive: mpsc::UnboundedSender<()>,
-}
-
-/// A consumer handle (rdkafka's `BaseConsumer`): what rebalance callbacks get. It has no
-/// `poll` here — messages come from [`StreamConsumer::recv`](super::StreamConsumer::recv) — and
-/// is not created from a `ClientConfig`.
-pub struct BaseConsumer<C: ConsumerContext = super::DefaultConsumerContext> {
-    pub(crate) inner: Arc<Inner<C>>,
-}
-
-impl<C: ConsumerContext> std::fmt::Debug for BaseConsumer<C> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BaseConsumer").field("client_id", &self.inner.s.client_id).finish_non_exhaustive()
-    }
-}
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-pub(crate) fn tps(tpl: &TopicPartitionList) -> Vec<Tp> {
-    tpl.elements().iter().map(|e| (e.topic().to_string(), e.partition())).collect()
-}
-
 fn has_duplicates(tpl: &TopicPartitionList) -> bool {
     let all = tps(tpl);
     all.iter().collect::<std::collections::BTreeSet<_>>().len() != all.len()
-}
-
-pub(crate) fn tpl_of_tps(partitions: &[Tp]) -> TopicPartitionList {
-    let mut tpl = TopicPartitionList::with_capacity(partitions.len());
-    for (t, p) in partitions {
-        tpl.add_partition(t, *p);
-    }
-    tpl
-}
-
-impl<C: ConsumerContext> Inner<C> {
-    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
-        lock(&self.state)
-    }
-
-    pub(crate) fn wake_fetcher(&self) {
-        self.signals.fetcher.notify_one();
-    }
 }
 
 impl<C: ConsumerContext> Owner for Inner<C> {
@@ -98,15 +47,6 @@ impl<C: ConsumerContext> Owner for Inner<C> {
     }
 }
 
-impl<C> Drop for Inner<C> {
-    fn drop(&mut self) {
-        // Not closed through the StreamConsumer's drop: commit what is stored and leave.
-        if !self.closed.swap(true, std::sync::atomic::Ordering::SeqCst) && self.process_alive() {
-            drop(self.send_close());
-        }
-    }
-}
-
 impl<C: ConsumerContext> BaseConsumer<C> {
     /// Creates the consumer, its fetcher and (with `group.id`) its group task.
     pub(crate) fn create(config: &ClientConfig, context: C) -> KafkaResult<BaseConsumer<C>> {
@@ -122,7 +62,7 @@ impl<C: ConsumerContext> BaseConsumer<C> {
             let (tx, mut rx) = mpsc::unbounded_channel();
             let handle = group::spawn(gs, dialer.clone(), tx);
             let (events, signals) = (Arc::clone(&events), Arc::clone(&signals));
-            super::spawn_task(async move {
+            crate::rdkafka::task::spawn_task(async move {
                 while let Some(e) = rx.recv().await {
                     lock(&events).push_back(e);
                     signals.data.notify_waiters();

@@ -12,10 +12,11 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::oneshot;
 
-use crate::rdkafka::consumer::base_consumer::{Inner, lock};
+use crate::rdkafka::consumer::api::CommitMode;
+use crate::rdkafka::consumer::context::ConsumerContext;
 use crate::rdkafka::consumer::group::{CommitReply, GroupCommand};
+use crate::rdkafka::consumer::inner::{Inner, lock};
 use crate::rdkafka::consumer::positions::{Queued, State, Tp};
-use crate::rdkafka::consumer::{CommitMode, ConsumerContext};
 use crate::rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode as Code};
 use crate::rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
@@ -120,7 +121,7 @@ impl<C: ConsumerContext> Inner<C> {
                 g.send(GroupCommand::Commit { offsets: offsets.clone(), reply });
                 if mode == CommitMode::Async {
                     let (state, signals, offsets) = (Arc::clone(&state), Arc::clone(&signals), offsets.clone());
-                    crate::rdkafka::consumer::spawn_task(async move {
+                    crate::rdkafka::task::spawn_task(async move {
                         let (result, tpl) = finish_commit(Arc::clone(&state), offsets, rx).await;
                         if callback {
                             lock(&state).queue.push_back(Queued::Commit(result, tpl));

@@ -7,7 +7,7 @@
 //! `post_rebalance` — on the task that called `recv()`.
 
 use crate::rdkafka::client::ClientContext;
-use crate::rdkafka::consumer::base_consumer::BaseConsumer;
+use crate::rdkafka::consumer::inner::Inner;
 use crate::rdkafka::error::{KafkaError, KafkaResult};
 use crate::rdkafka::topic_partition_list::TopicPartitionList;
 
@@ -23,17 +23,6 @@ pub enum Rebalance<'a> {
     /// The rebalance failed (rdkafka's; this client reports group errors from `recv()` instead
     /// and does not produce this variant).
     Error(KafkaError),
-}
-
-/// The rebalance protocol in use (rdkafka's `RebalanceProtocol`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum RebalanceProtocol {
-    /// Not (yet) in a group.
-    None,
-    /// Eager: every partition is revoked before a rebalance (range, roundrobin).
-    Eager,
-    /// Cooperative (KIP-429, cooperative-sticky): only the partitions that move are revoked.
-    Cooperative,
 }
 
 /// A consumer's callbacks (rdkafka's `ConsumerContext`); every method has a default that
@@ -63,3 +52,16 @@ pub struct DefaultConsumerContext;
 
 impl ClientContext for DefaultConsumerContext {}
 impl ConsumerContext for DefaultConsumerContext {}
+
+/// A consumer handle (rdkafka's `BaseConsumer`): what rebalance callbacks get. It has no
+/// `poll` here — messages come from [`StreamConsumer::recv`](crate::rdkafka::consumer::StreamConsumer::recv) — and
+/// is not created from a `ClientConfig`.
+pub struct BaseConsumer<C: ConsumerContext = DefaultConsumerContext> {
+    pub(crate) inner: std::sync::Arc<Inner<C>>,
+}
+
+impl<C: ConsumerContext> std::fmt::Debug for BaseConsumer<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BaseConsumer").field("client_id", &self.inner.s.client_id).finish_non_exhaustive()
+    }
+}

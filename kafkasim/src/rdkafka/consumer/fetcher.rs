@@ -28,7 +28,7 @@ use tokio::time::Instant;
 use crate::client::Client;
 use crate::rdkafka::consumer::positions::{QUEUED_MIN_MESSAGES, Queued, Start, State, Tp};
 use crate::rdkafka::consumer::settings::{ConsumerSettings, OffsetReset};
-use crate::rdkafka::consumer::wire;
+use crate::rdkafka::consumer::wire::{self, LIST_OFFSETS_VERSION};
 use crate::rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode as Code};
 use crate::rdkafka::net::{Dialer, Stream};
 use crate::rdkafka::producer::metadata::{METADATA_VERSION, Metadata, TopicState};
@@ -39,8 +39,6 @@ mod done;
 /// The Fetch version sent (kafkasim serves 4–12, Apache Kafka 4.x 4–17; v12 is the last that
 /// names topics).
 pub const FETCH_VERSION: i16 = 11;
-/// The ListOffsets version sent (kafkasim 1–7, Apache Kafka 4.x 1–9).
-pub const LIST_OFFSETS_VERSION: i16 = 5;
 
 /// A committed-offset lookup's answer: per partition, the offset (None: none) and metadata.
 pub(crate) type CommittedReply = KafkaResult<Vec<(Tp, Option<i64>, Option<String>)>>;
@@ -136,7 +134,7 @@ pub(crate) fn spawn(
         reported_missing: BTreeSet::new(),
         errored_topics: BTreeMap::new(),
     };
-    super::spawn_task(f.run());
+    crate::rdkafka::task::spawn_task(f.run());
 }
 
 /// librdkafka's `rd_kafka_propagate_consumer_topic_errors` ("Subscribed topic not

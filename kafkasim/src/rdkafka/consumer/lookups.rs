@@ -5,9 +5,10 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use crate::rdkafka::consumer::ConsumerContext;
-use crate::rdkafka::consumer::base_consumer::{BaseConsumer, tps};
+use crate::rdkafka::consumer::context::BaseConsumer;
+use crate::rdkafka::consumer::context::ConsumerContext;
 use crate::rdkafka::consumer::fetcher::Owner;
+use crate::rdkafka::consumer::inner::tps;
 use crate::rdkafka::consumer::positions::Tp;
 use crate::rdkafka::consumer::wire;
 use crate::rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode as Code};

@@ -6,10 +6,12 @@
 
 use tokio::sync::oneshot;
 
-use crate::rdkafka::consumer::base_consumer::{BaseConsumer, Inner, lock, tpl_of_tps};
+use crate::rdkafka::consumer::context::BaseConsumer;
+use crate::rdkafka::consumer::context::{ConsumerContext, Rebalance};
+use crate::rdkafka::consumer::group::assignor::RebalanceProtocol;
 use crate::rdkafka::consumer::group::{GroupCommand, GroupEvent};
+use crate::rdkafka::consumer::inner::{Inner, lock, tpl_of_tps};
 use crate::rdkafka::consumer::positions::{Queued, Tp};
-use crate::rdkafka::consumer::{ConsumerContext, Rebalance, RebalanceProtocol};
 use crate::rdkafka::error::{KafkaError, KafkaResult};
 use crate::rdkafka::message::OwnedMessage;
 use crate::rdkafka::net::Dialer;

@@ -10,9 +10,11 @@ use std::task::{Context, Poll};
 
 use crate::rdkafka::client::DefaultClientContext;
 use crate::rdkafka::config::{ClientConfig, FromClientConfigAndContext};
-use crate::rdkafka::consumer::base_consumer::BaseConsumer;
+use crate::rdkafka::consumer::api::{CommitMode, Consumer};
+use crate::rdkafka::consumer::context::BaseConsumer;
+use crate::rdkafka::consumer::context::{ConsumerContext, DefaultConsumerContext};
+use crate::rdkafka::consumer::group::assignor::RebalanceProtocol;
 use crate::rdkafka::consumer::group::{GroupCommand, GroupHandle};
-use crate::rdkafka::consumer::{CommitMode, Consumer, ConsumerContext, DefaultConsumerContext, RebalanceProtocol};
 use crate::rdkafka::error::{KafkaError, KafkaResult};
 use crate::rdkafka::message::BorrowedMessage;
 use crate::rdkafka::topic_partition_list::{Offset, TopicPartitionList};

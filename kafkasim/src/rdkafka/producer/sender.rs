@@ -125,7 +125,7 @@ pub fn spawn(s: ProducerSettings, dialer: Dialer, rx: mpsc::UnboundedReceiver<Co
         fatal: false,
     };
     // On a sim node through its NodeCtx: the sender dies with a crashed incarnation.
-    crate::rdkafka::consumer::spawn_task(sender.run());
+    crate::rdkafka::task::spawn_task(sender.run());
 }
 
 fn retriable(code: i16) -> bool {

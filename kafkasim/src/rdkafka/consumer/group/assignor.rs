@@ -30,7 +30,18 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 
 use crate::requests::string;
 
-use super::Tp;
+use crate::rdkafka::consumer::positions::Tp;
+
+/// The rebalance protocol in use (rdkafka's `RebalanceProtocol`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RebalanceProtocol {
+    /// Not (yet) in a group.
+    None,
+    /// Eager: every partition is revoked before a rebalance (range, roundrobin).
+    Eager,
+    /// Cooperative (KIP-429, cooperative-sticky): only the partitions that move are revoked.
+    Cooperative,
+}
 
 /// The member metadata version written (librdkafka 2.12 writes 3).
 pub(crate) const SUBSCRIPTION_VERSION: i16 = 3;

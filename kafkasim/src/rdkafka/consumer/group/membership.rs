@@ -22,7 +22,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::rdkafka::consumer::RebalanceProtocol;
+use crate::rdkafka::consumer::group::assignor::RebalanceProtocol;
 use crate::rdkafka::error::{KafkaError, RDKafkaErrorCode as Code};
 use crate::rdkafka::net::Dialer;
 use crate::rdkafka::producer::metadata::{METADATA_VERSION, Metadata, TopicState};

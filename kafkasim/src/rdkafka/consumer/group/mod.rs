@@ -32,14 +32,14 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::{mpsc, oneshot};
 
-use crate::rdkafka::consumer::RebalanceProtocol;
+use crate::rdkafka::consumer::group::assignor::RebalanceProtocol;
 use crate::rdkafka::error::{KafkaError, KafkaResult};
 use crate::rdkafka::net::Dialer;
 
 pub(crate) use settings::GroupSettings;
 
 /// A topic partition.
-pub(crate) type Tp = (String, i32);
+pub(crate) use crate::rdkafka::consumer::positions::Tp;
 
 /// What the group task tells the consumer. The consumer applies them in order and answers each
 /// Revoke/Assign/Lost with [`GroupCommand::RebalanceDone`] once the callbacks ran and the
@@ -132,7 +132,7 @@ pub(crate) fn spawn(s: GroupSettings, dialer: Dialer, events: mpsc::UnboundedSen
     let shared =
         Arc::new(Mutex::new(Shared { member_id: String::new(), generation: -1, protocol: RebalanceProtocol::None }));
     let task = membership::Group::new(s, dialer, rx, events, Arc::clone(&shared));
-    crate::rdkafka::consumer::spawn_task(task.run());
+    crate::rdkafka::task::spawn_task(task.run());
     GroupHandle { tx, shared }
 }
 

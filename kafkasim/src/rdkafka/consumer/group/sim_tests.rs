@@ -13,7 +13,7 @@ use sim::{Ctx, Failure, Simulation};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::Cluster;
-use crate::rdkafka::consumer::RebalanceProtocol;
+use crate::rdkafka::consumer::group::assignor::RebalanceProtocol;
 use crate::rdkafka::error::{KafkaError, RDKafkaErrorCode as Code};
 use crate::rdkafka::net::Dialer;
 
