@@ -251,3 +251,86 @@ async fn offset_fetch_refused(ctx: sim::Ctx) -> Result<(), sim::Failure> {
 fn an_offset_fetch_refused_for_good_is_reported_and_the_partition_starts_once_answered() {
     sim::Simulation::new("rdkbrk_offsetfetch").seeds(0..3).repeat(2).run(offset_fetch_refused).assert_passed();
 }
+
+/// A valid ConsumerProtocolAssignment (version 0) of `topic`'s partition 0.
+fn assignment(topic: &str) -> Bytes {
+    let a = ConsumerProtocolAssignment::default().with_assigned_partitions(vec![
+        consumer_protocol_assignment::TopicPartition::default()
+            .with_topic(TopicName(s(topic)))
+            .with_partitions(vec![0]),
+    ]);
+    let mut buf = BytesMut::new();
+    buf.put_i16(0);
+    a.encode(&mut buf, 0).expect("assignment encodes");
+    buf.freeze()
+}
+
+/// A SyncGroup answer whose assignment bytes do not decode: librdkafka's
+/// `rd_kafka_cgrp_handle_SyncGroup_memberstate` fails the sync ("synchronization failed:
+/// rejoining", `err_parse`) and joins again; it does not take "nothing assigned" for an answer.
+/// Before the fix the member sat in the group with an empty assignment, heartbeating.
+#[test]
+fn a_sync_group_assignment_that_does_not_decode_makes_the_member_rejoin() {
+    runtime().block_on(async {
+        let (joins, syncs) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (j, sy) = (Arc::clone(&joins), Arc::clone(&syncs));
+        let port = fake_broker(Arc::new(move |req, corr, port| {
+            let (key, v) = (req.key, req.version);
+            Some(match key {
+                ApiKey::Metadata => metadata(req, corr, port, "t"),
+                ApiKey::FindCoordinator => {
+                    let r = FindCoordinatorResponse::default()
+                        .with_node_id(BrokerId(0))
+                        .with_host(s("127.0.0.1"))
+                        .with_port(i32::from(port));
+                    frame(key, v, corr, &r)
+                }
+                ApiKey::JoinGroup => {
+                    let generation = j.fetch_add(1, Ordering::SeqCst) as i32 + 1;
+                    let r = JoinGroupResponse::default()
+                        .with_generation_id(generation)
+                        .with_protocol_name(Some(s("range")))
+                        .with_leader(s("someone-else"))
+                        .with_member_id(s("me"));
+                    frame(key, v, corr, &r)
+                }
+                ApiKey::SyncGroup => {
+                    // First a garbage assignment (one byte: not even a version), then a good one.
+                    let bytes = if sy.fetch_add(1, Ordering::SeqCst) == 0 {
+                        Bytes::from_static(&[0x01])
+                    } else {
+                        assignment("t")
+                    };
+                    frame(key, v, corr, &SyncGroupResponse::default().with_assignment(bytes))
+                }
+                ApiKey::Heartbeat => frame(key, v, corr, &HeartbeatResponse::default()),
+                ApiKey::OffsetFetch => {
+                    let r = OffsetFetchResponse::default().with_topics(vec![
+                        offset_fetch_response::OffsetFetchResponseTopic::default()
+                            .with_name(TopicName(s("t")))
+                            .with_partitions(vec![
+                                offset_fetch_response::OffsetFetchResponsePartition::default().with_committed_offset(1),
+                            ]),
+                    ]);
+                    frame(key, v, corr, &r)
+                }
+                ApiKey::Fetch => match fetch_offset(req) {
+                    1 => fetch(req, corr, "t", batch(1, 1)),
+                    _ => fetch(req, corr, "t", Bytes::new()),
+                },
+                ApiKey::LeaveGroup => frame(key, v, corr, &LeaveGroupResponse::default()),
+                _ => return None,
+            })
+        }))
+        .await;
+        let c: StreamConsumer = ClientConfig::new()
+            .set("bootstrap.servers", format!("127.0.0.1:{port}"))
+            .set("group.id", "g")
+            .set("retry.backoff.ms", "10")
+            .create()
+            .expect("consumer");
+        c.subscribe(&["t"]).expect("subscribe");
+        assert_eq!(next(&c).await, Ok((1, "v1".into())));
+        assert!(joins.load(Ordering::SeqCst) >= 2, "joined again after the bad assignment");
+    });
+}

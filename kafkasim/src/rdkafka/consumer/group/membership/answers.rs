@@ -169,8 +169,15 @@ impl Group {
     fn synced(&mut self, r: SyncGroupResponse, now: Instant) {
         match r.error_code {
             0 => {
-                let new: BTreeSet<Tp> =
-                    assignor::decode_assignment(&r.assignment).unwrap_or_default().into_iter().collect();
+                // librdkafka's rd_kafka_cgrp_handle_SyncGroup_memberstate: an assignment that
+                // does not parse fails the sync ("synchronization failed: rejoining"); the
+                // member joins again (after a pause, not in a loop) instead of taking nothing.
+                let Some(new) = assignor::decode_assignment(&r.assignment) else {
+                    self.join_retry_at = Some(now + JOIN_BACKOFF);
+                    self.rejoin();
+                    return;
+                };
+                let new: BTreeSet<Tp> = new.into_iter().collect();
                 self.last_heartbeat_ok = now;
                 self.next_heartbeat = now + self.s.heartbeat_interval;
                 self.phase = Phase::Steady;
