@@ -334,3 +334,20 @@ fn a_sync_group_assignment_that_does_not_decode_makes_the_member_rejoin() {
         assert!(joins.load(Ordering::SeqCst) >= 2, "joined again after the bad assignment");
     });
 }
+
+/// `TopicPartitionList::from_topic_map` does not carry `HashMap`'s per-process iteration order
+/// into what the consumer sends (a commit or assignment built from a map): the list comes out
+/// sorted, the same in every process, so a run that builds one replays.
+#[test]
+fn a_list_from_a_topic_map_has_the_same_order_in_every_process() {
+    let mut map = std::collections::HashMap::new();
+    for p in 0..32 {
+        map.insert((format!("t{}", p % 4), p), Offset::Offset(i64::from(p)));
+    }
+    let tpl = TopicPartitionList::from_topic_map(&map).expect("valid offsets");
+    let got: Vec<(String, i32)> = tpl.elements().iter().map(|e| (e.topic().to_string(), e.partition())).collect();
+    let mut sorted = got.clone();
+    sorted.sort();
+    assert_eq!(got, sorted);
+    assert_eq!(got.len(), 32);
+}

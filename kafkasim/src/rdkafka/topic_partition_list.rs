@@ -190,13 +190,18 @@ impl TopicPartitionList {
         TopicPartitionList { entries: Vec::with_capacity(capacity) }
     }
 
-    /// A list of the map's partitions and offsets.
+    /// A list of the map's partitions and offsets, sorted by topic and partition.
+    ///
+    /// rdkafka keeps the map's iteration order, which `std`'s per-process random hasher makes
+    /// differ from one process to the next; sorted, a list built from a map and then committed or
+    /// assigned sends the same requests in every process, so a simulation replays.
     ///
     /// # Errors
     /// An offset with no raw form.
     pub fn from_topic_map(topic_map: &HashMap<(String, i32), Offset>) -> KafkaResult<TopicPartitionList> {
         let mut tpl = TopicPartitionList::with_capacity(topic_map.len());
-        for ((topic, partition), offset) in topic_map {
+        let sorted: std::collections::BTreeMap<_, _> = topic_map.iter().collect();
+        for ((topic, partition), offset) in sorted {
             tpl.add_partition_offset(topic, *partition, *offset)?;
         }
         Ok(tpl)
