@@ -622,6 +622,30 @@ fn q8_judges_the_stopped_incarnations_member_id_not_a_crashed_predecessors() {
 }
 
 #[test]
+fn q8_takes_a_leave_group_of_any_of_the_incarnations_ids_as_its_leave() {
+    // c1's second incarnation (m2) crashes while the coordinator holds its JoinGroup; the third
+    // (m3) joins; both first appear in generation 2, formed after the crash. m3 stops, drains
+    // and leaves by LeaveGroup; m2 expires at the same instant, listed first.
+    let mut h = H::new();
+    h.ev("c1", What::Crash);
+    let crashed = h.now;
+    h.wait(Duration::from_secs(1)).assign("c1", 0).process("c1", 0, 0).ev("c1", What::Stop);
+    h.commit("c1", 0, 1).ev("c1", What::Leave);
+    let mut facts = Facts::default();
+    let mut g = generation(2, &[("m2", "c1", &[]), ("m3", "c1", &[0])]);
+    g.at = crashed + Duration::from_millis(500);
+    facts.generations.push(g);
+    facts.departures.push(Departure { at: h.now, member_id: "m2".into(), cause: DepartureCause::SessionExpired });
+    facts.departures.push(Departure { at: h.now, member_id: "m3".into(), cause: DepartureCause::Left });
+    let report = judge(&h.history(), &facts, &alo());
+    assert!(!report.fired(Q8), "{report}");
+    // Without m3's LeaveGroup, m2's expiry is all the coordinator saw: still a violation.
+    facts.departures.pop();
+    let v = only(&judge(&h.history(), &facts, &alo()), Q8, None, Some("c1")).clone();
+    assert!(v.message.contains("SessionExpired"), "{v}");
+}
+
+#[test]
 fn q8_excuses_a_member_the_coordinator_lost_touch_with_before_it_could_leave() {
     // Stopped while partitioned from the coordinator: its session expires during the drain,
     // before its leave (its LeaveGroup could only come after).

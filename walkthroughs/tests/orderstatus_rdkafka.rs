@@ -25,6 +25,11 @@ mod service {
     use walkthroughs::orderstatus::model::*;
     include!("../src/orderstatus/service.rs");
 
+    /// `Consumer::commit` with `CommitMode::Sync` (rdkafka's blocks until answered).
+    async fn commit_sync(consumer: &impl Consumer<ProjectorContext>, offsets: &TopicPartitionList) -> KafkaResult<()> {
+        consumer.commit(offsets, kafka::consumer::CommitMode::Sync)
+    }
+
     /// `Consumer::commit` with `CommitMode::Async` (rdkafka's returns at once).
     fn commit_async(consumer: &impl Consumer<ProjectorContext>, offsets: &TopicPartitionList) -> KafkaResult<()> {
         consumer.commit(offsets, kafka::consumer::CommitMode::Async)
@@ -58,6 +63,7 @@ fn config(bootstrap: &str, replica: usize) -> ProjectorConfig {
         fence: true,
         // No commit callback comes (see NoCommitCallback): the drain waits this long for none.
         drain_timeout: Duration::from_millis(500),
+        shutdown_timeout: Duration::from_secs(30),
         extra: vec![("fetch.wait.max.ms".into(), "100".into()), ("reconnect.backoff.max.ms".into(), "500".into())],
     }
 }

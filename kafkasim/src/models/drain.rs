@@ -31,6 +31,9 @@
 //! before the stop) and before its own leave. An earlier incarnation that crashed keeps its
 //! member id in the group until its session expires — possibly after the next incarnation's
 //! stop — and that expiry is the crash's, not the stop's; a later incarnation's ids are its own.
+//! A crashed incarnation whose JoinGroup the coordinator held may first appear in the same
+//! generation as the stopped one: any of the ids leaving by LeaveGroup after the stop is the
+//! stopped incarnation's leave (a crashed one sends none).
 //! Not judged either: an incarnation no longer in the group at its stop (every id of it had
 //! departed before), and one the coordinator expired while it was still draining (before its
 //! leave): a consumer heartbeats until its close ends, so the coordinator had lost touch with it
@@ -288,7 +291,14 @@ impl Model for ShutdownDrains {
             if ids.iter().all(gone_before_stop) {
                 continue;
             }
-            let seen = facts.departures.iter().find(|d| d.at >= *stop_at && ids.contains(d.member_id.as_str()));
+            let after_stop =
+                |d: &&crate::models::facts::Departure| d.at >= *stop_at && ids.contains(d.member_id.as_str());
+            // A LeaveGroup of any of the ids proves the stopped incarnation left: a crashed
+            // predecessor whose id was first seen in the same generation sends none.
+            if facts.departures.iter().filter(after_stop).any(|d| d.cause == DepartureCause::Left) {
+                continue;
+            }
+            let seen = facts.departures.iter().find(after_stop);
             let problem = match seen {
                 Some(d) if d.cause == DepartureCause::Left => continue,
                 Some(d) if d.cause == DepartureCause::SessionExpired && d.at < *leave_at => continue,

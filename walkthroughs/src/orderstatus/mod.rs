@@ -106,6 +106,12 @@ pub mod service {
     use kafkasim::rdkafka as kafka;
     include!("service.rs");
 
+    /// `Consumer::commit` with `CommitMode::Sync`: kafkasim::rdkafka's future resolves with the
+    /// coordinator's answer (no commit callback runs for it, as in librdkafka).
+    async fn commit_sync(consumer: &impl Consumer<ProjectorContext>, offsets: &TopicPartitionList) -> KafkaResult<()> {
+        consumer.commit(offsets, kafka::consumer::CommitMode::Sync).await
+    }
+
     /// `Consumer::commit` with `CommitMode::Async`: kafkasim::rdkafka's returns a future (the
     /// commit is queued at the call, and an async commit's future is ready at once).
     fn commit_async(consumer: &impl Consumer<ProjectorContext>, offsets: &TopicPartitionList) -> KafkaResult<()> {

@@ -214,6 +214,10 @@ pub struct ProjectorConfig {
     pub fence: bool,
     /// How long a stopping replica waits for its last commits' answers.
     pub drain_timeout: Duration,
+    /// How long after the stop the replica may take in all, drain and close: a close still
+    /// waiting then is given up (its LeaveGroup queued behind a JoinGroup the coordinator holds
+    /// until a member that has not rejoined expires), so the replica returns within its grace.
+    pub shutdown_timeout: Duration,
     /// More client properties.
     pub extra: Vec<(String, String)>,
 }

@@ -5,10 +5,12 @@
 // `orderstatus::model` into scope (`Status`, `OrderEvent`, `Advance`, `Served`, `Store`,
 // `Observer`, `CommitAnswer`, `ProjectorConfig`), and defines
 // `fn commit_async(&impl Consumer<ProjectorContext>, &TopicPartitionList) -> KafkaResult<()>`
-// (called with the `StreamConsumer` and, in the revoke callback, the `BaseConsumer`): `Consumer::commit` with
-// `CommitMode::Async` (rdkafka's returns the result; kafkasim::rdkafka's returns a future, ready
-// at once for an async commit), and `async fn close(Arc<Projector>)`: closes the consumer
-// (rdkafka: drop, which blocks until closed). No inner attributes here: the includer owns the module.
+// (called with the `StreamConsumer` and, in the revoke callback, the `BaseConsumer`):
+// `Consumer::commit` with `CommitMode::Async` (rdkafka's returns the result; kafkasim::rdkafka's
+// returns a future, ready at once for an async commit); `async fn commit_sync(..)`, the same with
+// `CommitMode::Sync` (rdkafka's blocks, kafkasim::rdkafka's resolves with the answer); and
+// `async fn close(Arc<Projector>)`: closes the consumer (rdkafka: drop, which blocks until
+// closed). No inner attributes here: the includer owns the module.
 //
 // Two parts:
 // - the API ([`api`]): `POST /orders/{id}/{status}` produces an order event keyed by the order
@@ -121,8 +123,6 @@ struct Ownership {
     epoch: u64,
     /// (topic, partition) → the epoch it was assigned in.
     owned: BTreeMap<(String, i32), u64>,
-    /// Commits asked for and not yet answered by the commit callback.
-    pending_commits: usize,
     /// Set once the member is stopping: workers drop what they have not begun.
     stopping: bool,
     /// Per owned partition: the next offset after the last record processed in this hold.
@@ -191,7 +191,7 @@ impl ConsumerContext for ProjectorContext {
                         let _ = offsets.add_partition_offset(topic, *partition, Offset::Offset(*next));
                     }
                     match commit_async(consumer, &offsets) {
-                        Ok(()) => state.pending_commits += 1,
+                        Ok(()) => {}
                         Err(e) => {
                             for ((topic, partition), next) in &owed {
                                 let answer = commit_answer(&e);
@@ -226,7 +226,6 @@ impl ConsumerContext for ProjectorContext {
 
     fn commit_callback(&self, result: KafkaResult<()>, offsets: &TopicPartitionList) {
         let mut state = self.shared.lock();
-        state.pending_commits = state.pending_commits.saturating_sub(1);
         for p in offsets.elements() {
             let Offset::Offset(offset) = p.offset() else { continue };
             let answer = match (&result, p.error()) {
@@ -317,7 +316,7 @@ async fn worker(
         }
         shared.observer.committing(&shared.member, topic, partition, offset + 1);
         match commit_async(consumer.as_ref(), &next) {
-            Ok(()) => state.pending_commits += 1,
+            Ok(()) => {}
             Err(e) => shared.observer.committed(&shared.member, topic, partition, offset + 1, commit_answer(&e)),
         }
     }
@@ -326,7 +325,8 @@ async fn worker(
 /// Runs one projector replica until `shutdown` resolves: subscribes, hands records to their
 /// partitions' workers, and on shutdown stops taking records, lets the workers finish what they
 /// began, waits (up to `drain_timeout`) for its commits' answers, commits again what it processed
-/// and is not yet committed (until accepted), and closes the consumer (which leaves the group).
+/// and is not yet committed (until accepted), and closes the consumer (which leaves the group),
+/// giving the close up `shutdown_timeout` after the stop.
 ///
 /// # Errors
 /// When the consumer cannot be created or subscribe.
@@ -370,17 +370,18 @@ pub async fn projector(
         }
     }
     observer.stopping(&config.client_id);
+    let stopped = tokio::time::Instant::now();
     shared.lock().stopping = true;
     queues.clear();
-    // Drain: the workers finish what they began; the commit callbacks are served from recv.
-    // Then what was processed and not committed (a commit refused, as by a coordinator moving)
-    // is committed again, until accepted or the partition is gone.
+    // Drain: the workers finish what they began; then what was processed and not yet accepted
+    // (a commit in flight, or refused, as by a coordinator moving) is committed synchronously,
+    // again until accepted or fenced. The consumer is not polled meanwhile: a rebalance waits for
+    // this member's revoke (a Java consumer's commitSync in onPartitionsRevoked holds it the
+    // same way), so its partitions stay its own while it commits them — up to the rebalance
+    // timeout, after which the coordinator fences it (UNKNOWN_MEMBER_ID).
     let drained = async {
         while workers.join_next().await.is_some() {}
         loop {
-            while shared.lock().pending_commits > 0 {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
             let uncommitted = shared.lock().uncommitted();
             if uncommitted.is_empty() {
                 break;
@@ -390,33 +391,37 @@ pub async fn projector(
                 shared.observer.committing(&shared.member, topic, *partition, *next);
                 let _ = offsets.add_partition_offset(topic, *partition, Offset::Offset(*next));
             }
-            match commit_async(consumer.as_ref(), &offsets) {
-                Ok(()) => shared.lock().pending_commits += 1,
-                Err(e) => {
-                    for ((topic, partition), next) in &uncommitted {
-                        shared.observer.committed(&shared.member, topic, *partition, *next, commit_answer(&e));
+            let result = commit_sync(consumer.as_ref(), &offsets).await;
+            let answer = result.as_ref().map_or_else(commit_answer, |()| CommitAnswer::Accepted);
+            {
+                let mut state = shared.lock();
+                for (tp, next) in &uncommitted {
+                    match answer {
+                        CommitAnswer::Accepted => {
+                            let accepted = state.accepted.entry(tp.clone()).or_insert(*next);
+                            *accepted = (*accepted).max(*next);
+                        }
+                        // Fenced (the session expired, or a newer generation): nothing more to commit.
+                        CommitAnswer::Refused(22 | 25) => {
+                            state.processed.remove(tp);
+                        }
+                        _ => {}
                     }
+                    shared.observer.committed(&shared.member, &tp.0, tp.1, *next, answer.clone());
                 }
             }
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            if result.is_err() {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
         }
     };
-    let polling = async {
-        loop {
-            let _ = consumer.recv().await;
-        }
-    };
-    let _ = tokio::time::timeout(config.drain_timeout, async {
-        tokio::select! {
-            () = drained => {}
-            () = polling => {}
-        }
-    })
-    .await;
+    let _ = tokio::time::timeout(config.drain_timeout, drained).await;
     workers.abort_all();
     while workers.join_next().await.is_some() {}
-    // Closing the consumer leaves the group.
-    close(consumer).await;
+    // Closing the consumer leaves the group — unless the close cannot end within the shutdown
+    // budget (a LeaveGroup behind a JoinGroup held by the coordinator): then the member is left
+    // to expire rather than the replica killed at the end of its grace.
+    let _ = tokio::time::timeout_at(stopped + config.shutdown_timeout, close(consumer)).await;
     observer.left(&config.client_id);
     Ok(())
 }

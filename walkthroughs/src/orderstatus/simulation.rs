@@ -87,8 +87,10 @@ fn projector_config(bootstrap: &str, name: &str, t: Timings, fence: bool) -> Pro
         max_poll_interval: t.max_poll,
         processing: t.processing,
         fence,
-        // The drain leaves the close 3 s of the 8 s grace.
+        // The drain leaves the close at least 2.5 s of the 8 s grace; all of it ends 0.5 s
+        // before the grace does.
         drain_timeout: Duration::from_secs(5),
+        shutdown_timeout: Duration::from_millis(7500),
         extra: vec![
             ("fetch.wait.max.ms".into(), "100".into()),
             ("reconnect.backoff.max.ms".into(), "1000".into()),
