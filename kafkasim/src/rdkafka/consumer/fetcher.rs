@@ -89,6 +89,9 @@ struct Fetcher {
     metadata_due: bool,
     metadata_busy: bool,
     metadata_next_refresh: Option<Instant>,
+    /// After a failed Metadata request, none is sent before this (librdkafka's
+    /// `reconnect.backoff.ms`): a broker that fails at once must not be asked in a tight loop.
+    metadata_retry_at: Option<Instant>,
     bootstrap_next: usize,
     idle: BTreeMap<(i32, Kind), Conn>,
     busy: BTreeSet<(i32, Kind)>,
@@ -126,6 +129,7 @@ pub(crate) fn spawn(
         metadata_due: false,
         metadata_busy: false,
         metadata_next_refresh: None,
+        metadata_retry_at: None,
         bootstrap_next: 0,
         idle: BTreeMap::new(),
         busy: BTreeSet::new(),
@@ -355,7 +359,11 @@ impl Fetcher {
             self.metadata_next_refresh = None;
             self.metadata_due = true;
         }
-        if !self.metadata_due || self.metadata_busy || self.metadata.topics().is_empty() {
+        if !self.metadata_due
+            || self.metadata_busy
+            || self.metadata.topics().is_empty()
+            || self.metadata_retry_at.is_some_and(|t| t > now)
+        {
             return;
         }
         self.metadata_due = false;

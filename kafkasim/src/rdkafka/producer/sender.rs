@@ -78,6 +78,9 @@ struct Sender {
     metadata_due: bool,
     metadata_busy: bool,
     metadata_next_refresh: Option<Instant>,
+    /// After a failed Metadata request, none is sent before this (librdkafka's
+    /// `reconnect.backoff.ms`): a broker that fails at once must not be asked in a tight loop.
+    metadata_retry_at: Option<Instant>,
     bootstrap_next: usize,
     idem: Option<Idempotence>,
     pid_busy: bool,
@@ -109,6 +112,7 @@ pub fn spawn(s: ProducerSettings, dialer: Dialer, rx: mpsc::UnboundedReceiver<Co
         metadata_due: false,
         metadata_busy: false,
         metadata_next_refresh: None,
+        metadata_retry_at: None,
         bootstrap_next: 0,
         idem,
         pid_busy: false,
@@ -280,7 +284,11 @@ impl Sender {
         if self.metadata_next_refresh.is_some_and(|t| t <= now) {
             self.metadata_due = true;
         }
-        if !self.metadata_due || self.metadata_busy || self.metadata.topics().is_empty() {
+        if !self.metadata_due
+            || self.metadata_busy
+            || self.metadata.topics().is_empty()
+            || self.metadata_retry_at.is_some_and(|t| t > now)
+        {
             return;
         }
         self.metadata_due = false;
@@ -475,7 +483,10 @@ impl Sender {
                             self.metadata_next_refresh = Some(now + self.s.retry_backoff);
                         }
                     }
-                    Err(_) => self.metadata_next_refresh = Some(now + self.s.retry_backoff),
+                    Err(_) => {
+                        self.metadata_next_refresh = Some(now + self.s.retry_backoff);
+                        self.metadata_retry_at = self.metadata_next_refresh;
+                    }
                 }
             }
             Done::Pid(result) => {

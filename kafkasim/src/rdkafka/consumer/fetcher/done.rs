@@ -26,7 +26,10 @@ impl Fetcher {
                         self.metadata_next_refresh =
                             if missing { Some(backoff) } else { self.s.metadata_refresh.map(|d| now + d) };
                     }
-                    Err(_) => self.metadata_next_refresh = Some(backoff),
+                    Err(_) => {
+                        self.metadata_next_refresh = Some(backoff);
+                        self.metadata_retry_at = Some(backoff);
+                    }
                 }
             }
             Done::Committed { asked, result } => {
