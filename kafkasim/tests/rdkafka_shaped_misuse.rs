@@ -585,3 +585,47 @@ fn an_unknown_bootstrap_host_waits_and_times_out() {
 fn a_2mb_record_fails_message_size_too_large() {
     Simulation::new("rdkm_big").seeds(0..2).run(oversized_record).assert_passed();
 }
+
+/// A consumer holding an assignment dropped while the application's own panic unwinds: the
+/// close runs (revoke callbacks, LeaveGroup) without a second panic (which would abort).
+/// `subscribe(&[])` drops the subscription as `unsubscribe()` does.
+async fn drop_in_unwind_and_empty_subscribe(ctx: Ctx) -> Result<(), Failure> {
+    let (cluster, bootstrap) = cluster(&ctx, &[("w", 1)])?;
+    in_node(&ctx, move |_| {
+        let (cluster, bootstrap) = (cluster.clone(), bootstrap.clone());
+        async move {
+            let log: Log = Arc::default();
+            let a = member(&bootstrap, "a", &log, &[])?;
+            a.subscribe(&["w"]).map_err(fail)?;
+            until(&a, 1).await?;
+            let r = AssertUnwindSafe(async move {
+                let _held = a;
+                panic!("the application panics holding the consumer");
+            })
+            .catch_unwind()
+            .await;
+            check(r.is_err(), "the application's panic")?;
+            wait_for("a left", || members(&cluster) == 0).await?;
+            let seen = log.lock().expect("log").clone();
+            check(seen.iter().any(|l| l.starts_with("a pre revoke")), format!("the close revoked: {seen:?}"))?;
+            let b = member(&bootstrap, "b", &log, &[])?;
+            b.subscribe(&["w"]).map_err(fail)?;
+            until(&b, 1).await?;
+            b.subscribe(&[]).map_err(fail)?;
+            until(&b, 0).await?;
+            wait_for("b left", || members(&cluster) == 0).await?;
+            b.close().await;
+            Ok(())
+        }
+    })
+    .await
+}
+
+#[test]
+fn a_consumer_dropped_in_an_unwind_closes_and_an_empty_subscribe_unsubscribes() {
+    Simulation::new("rdkm_unwind")
+        .seeds(0..2)
+        .allow_recovered_panics(true)
+        .run(drop_in_unwind_and_empty_subscribe)
+        .assert_passed();
+}
