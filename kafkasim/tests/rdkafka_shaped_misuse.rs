@@ -629,3 +629,33 @@ fn a_consumer_dropped_in_an_unwind_closes_and_an_empty_subscribe_unsubscribes() 
         .run(drop_in_unwind_and_empty_subscribe)
         .assert_passed();
 }
+
+/// store_offset of a negative offset stores offset + 1 (librdkafka's `rd_kafka_offset_store`),
+/// a logical one that a commit skips: committing the state then has nothing to send
+/// (`_NO_OFFSET`), and the broker never sees a negative offset.
+async fn negative_store(ctx: Ctx) -> Result<(), Failure> {
+    let (cluster, bootstrap) = cluster(&ctx, &[("n", 1)])?;
+    in_node(&ctx, move |_| {
+        let (cluster, bootstrap) = (cluster.clone(), bootstrap.clone());
+        async move {
+            let log: Log = Arc::default();
+            let a = member(&bootstrap, "a", &log, &[("enable.auto.offset.store", "false")])?;
+            a.subscribe(&["n"]).map_err(fail)?;
+            until(&a, 1).await?;
+            let s = a.store_offset("n", 0, -5);
+            check(s.is_ok(), format!("store: {s:?}"))?;
+            let r = a.commit_consumer_state(CommitMode::Sync).await;
+            check(matches!(r, Err(KafkaError::ConsumerCommit(Code::NoOffset))), format!("commit: {r:?}"))?;
+            let committed = cluster.committed("g", "n", 0);
+            check(committed.is_none(), format!("nothing committed: {committed:?}"))?;
+            a.close().await;
+            Ok(())
+        }
+    })
+    .await
+}
+
+#[test]
+fn a_negative_stored_offset_is_not_committed() {
+    Simulation::new("rdkm_negstore").seeds(0..2).run(negative_store).assert_passed();
+}

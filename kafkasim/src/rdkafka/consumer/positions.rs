@@ -214,7 +214,9 @@ impl State {
             .filter(|(tp, _)| only.is_none_or(|o| o.contains(tp)))
             .filter_map(|(tp, p)| {
                 let (offset, metadata) = p.stored.clone()?;
-                (p.committed != Some(offset)).then(|| (tp.clone(), offset, metadata))
+                // A logical (negative) stored offset is not committed: librdkafka's OffsetCommit
+                // skips offsets < 0 (`rd_kafka_topic_partition_list_count_abs_offsets`).
+                (offset >= 0 && p.committed != Some(offset)).then(|| (tp.clone(), offset, metadata))
             })
             .collect()
     }
