@@ -31,7 +31,7 @@ use crate::rdkafka::consumer::settings::{ConsumerSettings, OffsetReset};
 use crate::rdkafka::consumer::wire::{self, LIST_OFFSETS_VERSION};
 use crate::rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode as Code};
 use crate::rdkafka::net::{Dialer, Stream};
-use crate::rdkafka::producer::metadata::{METADATA_VERSION, Metadata, TopicState};
+use crate::rdkafka::producer::metadata::{self, Metadata, TopicState};
 use crate::requests::string;
 
 mod done;
@@ -347,11 +347,7 @@ impl Fetcher {
     }
 
     fn next_bootstrap(&mut self) -> String {
-        let mut all = self.metadata.addresses();
-        all.extend(self.s.bootstrap.iter().cloned());
-        let addr = all[self.bootstrap_next % all.len()].clone();
-        self.bootstrap_next = self.bootstrap_next.wrapping_add(1);
-        addr
+        metadata::next_address(&self.metadata, &self.s.bootstrap, &mut self.bootstrap_next)
     }
 
     fn start_metadata(&mut self, now: Instant) {
@@ -371,15 +367,7 @@ impl Fetcher {
         let request = Metadata::request(&self.metadata.topics(), self.s.auto_create_topics);
         let (dialer, addr, id, timeout) =
             (self.dialer.clone(), self.next_bootstrap(), self.s.client_id.clone(), self.s.socket_timeout);
-        self.tasks.spawn(async move {
-            let result = tokio::time::timeout(timeout, async {
-                let stream = dialer.dial(&addr).await.map_err(|e| e.to_string())?;
-                Client::new(stream, &id).send(request, METADATA_VERSION).await.map_err(|e| e.to_string())
-            })
-            .await
-            .unwrap_or_else(|_| Err("metadata request timed out".into()));
-            Done::Metadata(result)
-        });
+        self.tasks.spawn(async move { Done::Metadata(metadata::fetch(dialer, addr, id, timeout, request).await) });
     }
 
     fn connection(&mut self, broker: i32, kind: Kind) -> (Option<Conn>, String) {

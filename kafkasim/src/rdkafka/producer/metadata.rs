@@ -9,6 +9,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use kafka_protocol::messages::{MetadataRequest, MetadataResponse, TopicName, metadata_request};
 use tokio::time::Instant;
 
+use crate::client::Client;
+use crate::rdkafka::net::Dialer;
+
 use crate::requests::string;
 
 /// The Metadata version requested (kafkasim serves 0–12, Apache Kafka 4.x 0–13).
@@ -110,4 +113,35 @@ impl Metadata {
     pub fn addresses(&self) -> Vec<String> {
         self.brokers.values().cloned().collect()
     }
+}
+
+/// The address the next request for metadata goes to: the known brokers, then the bootstrap
+/// servers, in turn (`counter` advances on each call), as librdkafka spreads metadata
+/// requests over the brokers it knows.
+pub fn next_address(cache: &Metadata, bootstrap: &[String], counter: &mut usize) -> String {
+    let mut all = cache.addresses();
+    all.extend(bootstrap.iter().cloned());
+    let addr = all[*counter % all.len()].clone();
+    *counter = counter.wrapping_add(1);
+    addr
+}
+
+/// Sends one Metadata request to `addr` on a fresh connection, giving up after `timeout`
+/// (`socket.timeout.ms`).
+///
+/// # Errors
+/// Why it failed (dial, transport, decode, timeout), as text for the caller's log and retry.
+pub(crate) async fn fetch(
+    dialer: Dialer,
+    addr: String,
+    client_id: String,
+    timeout: std::time::Duration,
+    request: MetadataRequest,
+) -> Result<MetadataResponse, String> {
+    tokio::time::timeout(timeout, async {
+        let stream = dialer.dial(&addr).await.map_err(|e| e.to_string())?;
+        Client::new(stream, &client_id).send(request, METADATA_VERSION).await.map_err(|e| e.to_string())
+    })
+    .await
+    .unwrap_or_else(|_| Err("metadata request timed out".into()))
 }

@@ -34,7 +34,7 @@ use crate::rdkafka::net::{Dialer, Stream};
 use crate::rdkafka::producer::batch::{Batch, reported_timestamp};
 use crate::rdkafka::producer::delivery::{Delivery, Pending};
 use crate::rdkafka::producer::idempotence::{INIT_PRODUCER_ID_VERSION, Idempotence, PidState};
-use crate::rdkafka::producer::metadata::{METADATA_VERSION, Metadata, TopicState};
+use crate::rdkafka::producer::metadata::{self, Metadata, TopicState};
 use crate::rdkafka::producer::partitioner::Random;
 use crate::rdkafka::producer::settings::ProducerSettings;
 use crate::requests::string;
@@ -273,11 +273,7 @@ impl Sender {
     }
 
     fn next_bootstrap(&mut self) -> String {
-        let mut all = self.metadata.addresses();
-        all.extend(self.s.bootstrap.iter().cloned());
-        let addr = all[self.bootstrap_next % all.len()].clone();
-        self.bootstrap_next = self.bootstrap_next.wrapping_add(1);
-        addr
+        metadata::next_address(&self.metadata, &self.s.bootstrap, &mut self.bootstrap_next)
     }
 
     fn start_metadata(&mut self, now: Instant) {
@@ -296,15 +292,7 @@ impl Sender {
         let request = Metadata::request(&self.metadata.topics(), self.s.auto_create_topics);
         let (dialer, addr, id, timeout) =
             (self.dialer.clone(), self.next_bootstrap(), self.s.client_id.clone(), self.s.socket_timeout);
-        self.tasks.spawn(async move {
-            let result = tokio::time::timeout(timeout, async {
-                let stream = dialer.dial(&addr).await.map_err(|e| e.to_string())?;
-                Client::new(stream, &id).send(request, METADATA_VERSION).await.map_err(|e| e.to_string())
-            })
-            .await
-            .unwrap_or_else(|_| Err("metadata request timed out".into()));
-            Done::Metadata(result)
-        });
+        self.tasks.spawn(async move { Done::Metadata(metadata::fetch(dialer, addr, id, timeout, request).await) });
     }
 
     fn start_pid(&mut self, now: Instant) {
