@@ -272,6 +272,39 @@ pub fn parse_bool(value: &str) -> Option<bool> {
     }
 }
 
+/// The first of `keys` set, as an integer (`default` when none is set or it does not parse;
+/// [`ClientConfig::validate`] has checked the values' ranges).
+pub(crate) fn int(config: &ClientConfig, keys: &[&str], default: i64) -> i64 {
+    keys.iter().find_map(|k| config.get(k)).and_then(|v| v.trim().parse().ok()).unwrap_or(default)
+}
+
+/// The first of `keys` set, in milliseconds (negative values: zero).
+pub(crate) fn millis(config: &ClientConfig, keys: &[&str], default: i64) -> std::time::Duration {
+    std::time::Duration::from_millis(u64::try_from(int(config, keys, default)).unwrap_or(0))
+}
+
+/// `bootstrap.servers` (or `metadata.broker.list`): `host:port` each, port 9092 when left out.
+///
+/// # Errors
+/// [`KafkaError::ClientCreation`] when none is set (librdkafka's message).
+pub(crate) fn bootstrap_servers(config: &ClientConfig) -> KafkaResult<Vec<String>> {
+    let bootstrap: Vec<String> = config
+        .get("bootstrap.servers")
+        .or(config.get("metadata.broker.list"))
+        .unwrap_or("")
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| if s.contains(':') { s.to_string() } else { format!("{s}:9092") })
+        .collect();
+    if bootstrap.is_empty() {
+        return Err(KafkaError::ClientCreation(
+            "No `bootstrap.servers` configured: client cannot connect to any broker".into(),
+        ));
+    }
+    Ok(bootstrap)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

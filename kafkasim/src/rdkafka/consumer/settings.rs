@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::rdkafka::config::{ClientConfig, parse_bool};
+use crate::rdkafka::config::{ClientConfig, bootstrap_servers, int, millis, parse_bool};
 use crate::rdkafka::error::{KafkaError, KafkaResult};
 
 /// What `auto.offset.reset` does when a partition has no committed offset or its offset is out
@@ -60,14 +60,6 @@ pub struct ConsumerSettings {
     pub metadata_propagation_max: Duration,
 }
 
-fn int(config: &ClientConfig, keys: &[&str], default: i64) -> i64 {
-    keys.iter().find_map(|k| config.get(k)).and_then(|v| v.trim().parse().ok()).unwrap_or(default)
-}
-
-fn millis(config: &ClientConfig, key: &str, default: i64) -> Duration {
-    Duration::from_millis(u64::try_from(int(config, &[key], default)).unwrap_or(0))
-}
-
 fn flag(config: &ClientConfig, key: &str, default: bool) -> bool {
     config.get(key).and_then(parse_bool).unwrap_or(default)
 }
@@ -80,20 +72,7 @@ impl ConsumerSettings {
     /// for no `bootstrap.servers`, or TLS/SASL (not implemented).
     pub fn from_config(config: &ClientConfig) -> KafkaResult<ConsumerSettings> {
         config.validate()?;
-        let bootstrap: Vec<String> = config
-            .get("bootstrap.servers")
-            .or(config.get("metadata.broker.list"))
-            .unwrap_or("")
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(|s| if s.contains(':') { s.to_string() } else { format!("{s}:9092") })
-            .collect();
-        if bootstrap.is_empty() {
-            return Err(KafkaError::ClientCreation(
-                "No `bootstrap.servers` configured: client cannot connect to any broker".into(),
-            ));
-        }
+        let bootstrap = bootstrap_servers(config)?;
         if config.get("security.protocol").is_some_and(|v| v != "plaintext") {
             return Err(KafkaError::ClientCreation(
                 "security.protocol: only plaintext is implemented by kafkasim::rdkafka".into(),
@@ -111,16 +90,16 @@ impl ConsumerSettings {
             client_id: config.get("client.id").unwrap_or("rdkafka").to_string(),
             group_id: config.get("group.id").filter(|g| !g.is_empty()).map(str::to_string),
             auto_commit: flag(config, "enable.auto.commit", true),
-            auto_commit_interval: millis(config, "auto.commit.interval.ms", 5_000),
+            auto_commit_interval: millis(config, &["auto.commit.interval.ms"], 5_000),
             auto_offset_store: flag(config, "enable.auto.offset.store", true),
             offset_reset,
-            fetch_wait_max: millis(config, "fetch.wait.max.ms", 500),
+            fetch_wait_max: millis(config, &["fetch.wait.max.ms"], 500),
             fetch_min_bytes: clamp(int(config, &["fetch.min.bytes"], 1)),
             fetch_max_bytes: clamp(int(config, &["fetch.max.bytes"], 52_428_800)),
             partition_fetch_max_bytes: clamp(int(config, &["max.partition.fetch.bytes"], 1_048_576)),
             read_committed: config.get("isolation.level") != Some("read_uncommitted"),
-            retry_backoff: millis(config, "retry.backoff.ms", 100),
-            socket_timeout: millis(config, "socket.timeout.ms", 60_000),
+            retry_backoff: millis(config, &["retry.backoff.ms"], 100),
+            socket_timeout: millis(config, &["socket.timeout.ms"], 60_000),
             metadata_refresh: (refresh >= 0).then(|| Duration::from_millis(refresh as u64)),
             auto_create_topics: flag(config, "allow.auto.create.topics", false),
             metadata_propagation_max: Duration::from_millis(

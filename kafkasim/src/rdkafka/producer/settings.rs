@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::rdkafka::config::{ClientConfig, parse_bool};
+use crate::rdkafka::config::{ClientConfig, bootstrap_servers, int, millis, parse_bool};
 use crate::rdkafka::error::{KafkaError, KafkaResult};
 use crate::rdkafka::producer::partitioner::Partitioner;
 
@@ -55,14 +55,6 @@ pub struct ProducerSettings {
     pub auto_create_topics: bool,
 }
 
-fn int(config: &ClientConfig, keys: &[&str], default: i64) -> i64 {
-    keys.iter().find_map(|k| config.get(k)).and_then(|v| v.trim().parse().ok()).unwrap_or(default)
-}
-
-fn millis(config: &ClientConfig, keys: &[&str], default: i64) -> Duration {
-    Duration::from_millis(u64::try_from(int(config, keys, default)).unwrap_or(0))
-}
-
 fn creation(message: impl Into<String>) -> KafkaError {
     KafkaError::ClientCreation(message.into())
 }
@@ -77,18 +69,7 @@ impl ProducerSettings {
     /// `bootstrap.servers`.
     pub fn from_config(config: &ClientConfig) -> KafkaResult<ProducerSettings> {
         config.validate()?;
-        let bootstrap: Vec<String> = config
-            .get("bootstrap.servers")
-            .or(config.get("metadata.broker.list"))
-            .unwrap_or("")
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(|s| if s.contains(':') { s.to_string() } else { format!("{s}:9092") })
-            .collect();
-        if bootstrap.is_empty() {
-            return Err(creation("No `bootstrap.servers` configured: client cannot connect to any broker"));
-        }
+        let bootstrap = bootstrap_servers(config)?;
         let idempotence = config.get("enable.idempotence").and_then(parse_bool).unwrap_or(false);
         let acks_set = config.get("acks").or(config.get("request.required.acks"));
         let acks = match acks_set {
