@@ -7,6 +7,9 @@
 //! `CommitMode::Async` and learns the answers from the commit callback, which may come after the
 //! revoke callback; so a revocation with commits still unanswered is recorded once they are
 //! answered — or before the member's next assignment of the partition, or when it leaves.
+//! A stop that comes while such revocations wait is recorded after them (they happened before
+//! it: Q8 owes only what the member held at its stop), and revocations after the stop wait for
+//! it.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -22,23 +25,57 @@ struct Partition {
     pending: usize,
     /// `Some(lost)`: revoked, not recorded yet.
     revoked: Option<bool>,
+    /// The revocation came before a stop that waits for it.
+    before_stop: bool,
+}
+
+/// What the observer holds back.
+#[derive(Default, Debug)]
+struct Held {
+    partitions: BTreeMap<(String, i32), Partition>,
+    /// A stop not recorded yet: revocations from before it wait for commit answers.
+    stop: bool,
 }
 
 /// Records one projector incarnation into a [`MemberRecorder`] (see the module docs).
 #[derive(Debug)]
 pub struct MemberObserver {
     rec: MemberRecorder,
-    partitions: Mutex<BTreeMap<(String, i32), Partition>>,
+    held: Mutex<Held>,
 }
 
 impl MemberObserver {
     /// An observer recording through `rec`.
     pub fn new(rec: MemberRecorder) -> MemberObserver {
-        MemberObserver { rec, partitions: Mutex::default() }
+        MemberObserver { rec, held: Mutex::default() }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<(String, i32), Partition>> {
-        self.partitions.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> std::sync::MutexGuard<'_, Held> {
+        self.held.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records the revocations that may be recorded: all of them with `all` (a leave or an
+    /// assignment), else those no commit waits for; a held stop once the revocations from before
+    /// it are recorded.
+    fn flush(&self, held: &mut Held, all: bool) {
+        let ready = |before_stop: bool, held: &mut Held| {
+            for ((topic, partition), p) in held.partitions.iter_mut() {
+                if p.before_stop == before_stop && (all || p.pending == 0) {
+                    if let Some(lost) = p.revoked.take() {
+                        self.record_revoke(topic, *partition, lost);
+                    }
+                    p.before_stop = false;
+                }
+            }
+        };
+        ready(true, held);
+        if held.stop && held.partitions.values().all(|p| !p.before_stop) {
+            held.stop = false;
+            self.rec.stop();
+        }
+        if !held.stop {
+            ready(false, held);
+        }
     }
 
     fn record_revoke(&self, topic: &str, partition: i32, lost: bool) {
@@ -60,18 +97,22 @@ fn answer(a: &CommitAnswer) -> Answer {
 
 impl Observer for MemberObserver {
     fn assigned(&self, _member: &str, topic: &str, partition: i32) {
-        let mut parts = self.lock();
-        let p = parts.entry((topic.to_string(), partition)).or_default();
+        let mut held = self.lock();
+        let p = held.partitions.entry((topic.to_string(), partition)).or_default();
+        p.before_stop = false;
         if let Some(lost) = p.revoked.take() {
             self.record_revoke(topic, partition, lost);
         }
+        let held = &mut *held;
+        self.flush(held, false);
         self.rec.assign(topic, partition);
     }
 
     fn revoked(&self, _member: &str, topic: &str, partition: i32, lost: bool) {
-        let mut parts = self.lock();
-        let p = parts.entry((topic.to_string(), partition)).or_default();
-        if p.pending == 0 {
+        let mut held = self.lock();
+        let stop = held.stop;
+        let p = held.partitions.entry((topic.to_string(), partition)).or_default();
+        if p.pending == 0 && !stop {
             self.record_revoke(topic, partition, lost);
         } else {
             p.revoked = Some(lost);
@@ -87,32 +128,36 @@ impl Observer for MemberObserver {
     }
 
     fn committing(&self, _member: &str, topic: &str, partition: i32, _offset: i64) {
-        self.lock().entry((topic.to_string(), partition)).or_default().pending += 1;
+        self.lock().partitions.entry((topic.to_string(), partition)).or_default().pending += 1;
     }
 
     fn committed(&self, _member: &str, topic: &str, partition: i32, offset: i64, a: CommitAnswer) {
-        let mut parts = self.lock();
+        let mut held = self.lock();
         self.rec.commit(topic, partition, offset, answer(&a));
-        let p = parts.entry((topic.to_string(), partition)).or_default();
+        let p = held.partitions.entry((topic.to_string(), partition)).or_default();
         p.pending = p.pending.saturating_sub(1);
-        if p.pending == 0
-            && let Some(lost) = p.revoked.take()
-        {
-            self.record_revoke(topic, partition, lost);
-        }
+        let held = &mut *held;
+        self.flush(held, false);
     }
 
     fn stopping(&self, _member: &str) {
-        self.rec.stop();
+        let mut held = self.lock();
+        let mut waiting = false;
+        for p in held.partitions.values_mut().filter(|p| p.revoked.is_some()) {
+            p.before_stop = true;
+            waiting = true;
+        }
+        if waiting {
+            held.stop = true;
+        } else {
+            self.rec.stop();
+        }
     }
 
     fn left(&self, _member: &str) {
-        let mut parts = self.lock();
-        for ((topic, partition), p) in parts.iter_mut() {
-            if let Some(lost) = p.revoked.take() {
-                self.record_revoke(topic, *partition, lost);
-            }
-        }
+        let mut held = self.lock();
+        let held = &mut *held;
+        self.flush(held, true);
         self.rec.leave();
     }
 }

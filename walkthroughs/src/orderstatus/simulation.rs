@@ -62,6 +62,14 @@ impl Timings {
         }
     }
 
+    /// A projector's grace after SIGTERM: the drain (5 s), then a close whose LeaveGroup may
+    /// queue behind a JoinGroup the coordinator holds until a crashed member's session expires
+    /// (Kafka answers a connection's requests in order), and a margin — as a deployment sets
+    /// its termination grace above `session.timeout.ms`.
+    fn grace(&self) -> Duration {
+        Duration::from_secs(5) + self.session + Duration::from_secs(3)
+    }
+
     fn settings(&self) -> ConsumerSettings {
         ConsumerSettings {
             session_timeout: self.session,
@@ -87,10 +95,9 @@ fn projector_config(bootstrap: &str, name: &str, t: Timings, fence: bool) -> Pro
         max_poll_interval: t.max_poll,
         processing: t.processing,
         fence,
-        // The drain leaves the close at least 2.5 s of the 8 s grace; all of it ends 0.5 s
-        // before the grace does.
+        // The drain leaves the close the rest of the grace, but for 0.5 s.
         drain_timeout: Duration::from_secs(5),
-        shutdown_timeout: Duration::from_millis(7500),
+        shutdown_timeout: t.grace() - Duration::from_millis(500),
         extra: vec![
             ("fetch.wait.max.ms".into(), "100".into()),
             ("reconnect.backoff.max.ms".into(), "1000".into()),
@@ -316,7 +323,7 @@ pub async fn run(ctx: Ctx, variant: Variant) -> Result<(), Failure> {
         ServiceSpec::new("projector", projector(bootstrap.clone(), Arc::clone(&store), rec.clone()))
             .version("v2", projector(bootstrap.clone(), Arc::clone(&store), rec.clone()))
             .replicas(1..=3)
-            .grace(Duration::from_secs(8)),
+            .grace(timings.grace()),
     );
     system.start().await?;
 
