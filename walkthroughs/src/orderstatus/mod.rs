@@ -20,9 +20,9 @@
 //! status is served once faults heal ([`ORDER_SERVED`]), and no served status goes backwards
 //! ([`STATUS_MONOTONIC`]).
 //!
-//! Planted bug ([`Variant::LateCommit`], humus #757): the revoke callback does not fence the work
-//! in flight; a worker that finishes after a rebalance commits a partition its member no longer
-//! holds, with the member's new generation — accepted, it moves the new owner's committed offset
+//! Planted bug ([`Variant::LateCommit`], humus #757): the commit after processing is not fenced;
+//! a worker that processed a record before a rebalance and finishes after it commits a partition
+//! its member no longer holds, with the member's new generation — accepted, it moves the new owner's committed offset
 //! back. Q2 (`q2-monotonic-commits`) finds it.
 
 pub mod model;

@@ -208,9 +208,9 @@ pub struct ProjectorConfig {
     pub max_poll_interval: Duration,
     /// The slow part of handling one record (the shortest; records vary up to 4× by offset).
     pub processing: Duration,
-    /// Fence late work: a record whose partition was revoked (or re-assigned in a later
-    /// rebalance) while it was being handled is neither applied nor committed. `false` is the
-    /// planted bug (humus #757).
+    /// Fence late commits: a record whose partition was revoked (or re-assigned in a later
+    /// rebalance) after it was applied and before its slow part ended is not committed by the
+    /// worker (the revoke callback committed it). `false` is the planted bug (humus #757).
     pub fence: bool,
     /// How long a stopping replica waits for its last commits' answers.
     pub drain_timeout: Duration,

@@ -22,13 +22,14 @@
 //   (at-least-once: process, then commit). Rebalance callbacks track which partitions this
 //   member owns, in which epoch; the commit callback reports each commit's answer.
 //
-// The planted bug (humus #757) is `ProjectorConfig::fence == false`: the revoke callback does
-// not wait for (or fence) the work in flight, so a worker that finishes after a rebalance
-// applies and commits a record of a partition this member no longer owns — the commit goes out
-// with the member's new generation, is accepted, and moves the new owner's committed offset
-// backward. With `fence` the worker checks, under the ownership lock the rebalance callbacks
-// take, that its partition is still owned in the epoch it received the record in; if not, it
-// drops the record (the new owner redoes it from the committed offset).
+// Workers apply a record only while its partition is owned in the epoch they received it in
+// (under the ownership lock the rebalance callbacks take), then wait for the slow part before
+// committing. The planted bug (humus #757) is `ProjectorConfig::fence == false`: that commit is
+// not fenced, so a worker that processed a record before a rebalance and finishes after it
+// commits a partition this member no longer owns — the commit goes out with the member's new
+// generation, is accepted, and moves the new owner's committed offset backward. With `fence` the
+// worker commits only if its partition is still owned in the same epoch (the revoke callback
+// commits what was processed).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -295,21 +296,31 @@ async fn worker(
                 continue;
             }
         }
-        // The slow part (a payment provider, a warehouse): the partition may be revoked meanwhile.
+        let (topic, partition, offset) = (message.topic(), message.partition(), message.offset());
+        {
+            let mut state = shared.lock();
+            if !still_owned(&state, &message, epoch) {
+                // Revoked (or re-assigned since) while queued: the new owner redoes it.
+                continue;
+            }
+            shared.observer.begin(&shared.member, topic, partition, offset);
+            let payload = message.payload().unwrap_or_default();
+            if let Ok(event) = serde_json::from_slice::<OrderEvent>(payload) {
+                store.apply(&event.order, event.status);
+            }
+            shared.observer.processed(&shared.member, topic, partition, offset, payload);
+            state.processed.insert((topic.to_string(), partition), offset + 1);
+        }
+        // The slow part after the effect (a payment provider's confirmation, a warehouse's
+        // acknowledgement) before the record counts as done: the partition may be revoked
+        // meanwhile, and the revoke callback commits what was processed.
         tokio::time::sleep(config.processing_of(message.offset())).await;
-        let mut state = shared.lock();
+        let state = shared.lock();
         if shared.fence && !still_owned(&state, &message, epoch) {
-            // Revoked (or re-assigned since): the new owner redoes it from the committed offset.
+            // The planted bug skips this check: its commit goes out after the rebalance, with the
+            // member's new generation, and moves the new owner's committed offset back.
             continue;
         }
-        let (topic, partition, offset) = (message.topic(), message.partition(), message.offset());
-        shared.observer.begin(&shared.member, topic, partition, offset);
-        let payload = message.payload().unwrap_or_default();
-        if let Ok(event) = serde_json::from_slice::<OrderEvent>(payload) {
-            store.apply(&event.order, event.status);
-        }
-        shared.observer.processed(&shared.member, topic, partition, offset, payload);
-        state.processed.insert((topic.to_string(), partition), offset + 1);
         let mut next = TopicPartitionList::new();
         if next.add_partition_offset(topic, partition, Offset::Offset(offset + 1)).is_err() {
             continue;
