@@ -174,7 +174,7 @@ mod k3s {
                 reason: format!("k3s: {e}"),
                 logs: None,
             };
-            let conf = crate::kafka::work_dir().join(format!("k3s-{}", std::process::id()));
+            let conf = crate::local::work_dir().join(format!("k3s-{}", std::process::id()));
             std::fs::create_dir_all(&conf).map_err(|e| start_error(&e))?;
             let image = K3s::default().with_conf_mount(&conf);
             let request = image.with_privileged(true).with_userns_mode("host");

@@ -26,17 +26,7 @@ pub fn version() -> String {
     std::env::var("KAFKA_VERSION").ok().filter(|v| !v.is_empty()).unwrap_or_else(|| VERSION_DEFAULT.to_string())
 }
 
-/// Where local brokers keep their directories: `FIDELITY_WORK_DIR`, else `target/fidelity` of
-/// the workspace (`CARGO_TARGET_DIR` when set).
-pub fn work_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("FIDELITY_WORK_DIR") {
-        return PathBuf::from(dir);
-    }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").join("target"));
-    target.join("fidelity")
-}
+pub use crate::local::work_dir;
 
 /// The local-process provider alone (benchmarks use it to time a broker's start).
 pub fn local() -> LocalScript {

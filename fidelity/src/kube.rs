@@ -40,7 +40,7 @@ pub fn script() -> PathBuf {
 
 /// The local-process provider alone (benchmarks use it to time a start).
 pub fn local() -> LocalScript {
-    LocalScript { script: script(), what: "kube-apiserver", work_dir: crate::kafka::work_dir() }
+    LocalScript { script: script(), what: "kube-apiserver", work_dir: crate::local::work_dir() }
 }
 
 /// Tries the three providers in order: the environment, a container, a local process.
@@ -81,7 +81,7 @@ impl Provider for FromEnv {
         } else if let Some(server) = set(APISERVER_ENV) {
             let token = set(TOKEN_ENV)
                 .ok_or_else(|| failed(format!("${APISERVER_ENV} is set but ${TOKEN_ENV} (a bearer token) is not")))?;
-            let dir = crate::kafka::work_dir();
+            let dir = crate::local::work_dir();
             std::fs::create_dir_all(&dir)
                 .map_err(|source| Error::Io { what: format!("creating {}", dir.display()), source })?;
             let path = dir.join(format!("env-kubeconfig-{}", std::process::id()));

@@ -145,3 +145,15 @@ impl Drop for LocalProcess {
         }
     }
 }
+
+/// Where local servers (brokers, API servers) keep their directories: `FIDELITY_WORK_DIR`, else `target/fidelity` of
+/// the workspace (`CARGO_TARGET_DIR` when set).
+pub fn work_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("FIDELITY_WORK_DIR") {
+        return PathBuf::from(dir);
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").join("target"));
+    target.join("fidelity")
+}
