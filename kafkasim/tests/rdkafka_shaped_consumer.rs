@@ -4,8 +4,12 @@
 //! subscription (rebalance callbacks, commits, a second consumer resuming, auto-commit timing).
 //! A Sync commit runs no commit callback (librdkafka); auto-commits and Async commits do.
 
-use std::future::Future;
-use std::sync::{Arc, Mutex};
+#[path = "rdkafka_shaped_group/kit.rs"]
+mod kit;
+
+use kit::in_node;
+
+use std::sync::Mutex;
 use std::time::Duration;
 
 use kafkasim::Cluster;
@@ -18,7 +22,6 @@ use kafkasim::rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode};
 use kafkasim::rdkafka::message::{Header, Headers, OwnedHeaders};
 use kafkasim::rdkafka::producer::{FutureProducer, FutureRecord};
 use kafkasim::rdkafka::{Message, Offset, TopicPartitionList};
-use sim::node::{BoxError, NodeCtx, ServiceSpec, System};
 use sim::{Ctx, Failure, Simulation};
 
 fn fail(e: impl std::fmt::Display) -> Failure {
@@ -27,33 +30,6 @@ fn fail(e: impl std::fmt::Display) -> Failure {
 
 fn check(ok: bool, what: impl Into<String>) -> Result<(), Failure> {
     if ok { Ok(()) } else { Err(Failure::correctness("rdkafka-consumer", what)) }
-}
-
-/// Runs `body` as the entry point of a sim node `app-0` and returns what it returned.
-async fn in_node<F, Fut>(ctx: &Ctx, body: F) -> Result<(), Failure>
-where
-    F: Fn(NodeCtx) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<(), Failure>> + Send + 'static,
-{
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let tx = Arc::new(Mutex::new(Some(tx)));
-    let body = Arc::new(body);
-    let system = System::new(ctx);
-    system.add(ServiceSpec::new("app", move |node: NodeCtx| {
-        let (tx, body) = (Arc::clone(&tx), Arc::clone(&body));
-        async move {
-            node.set_ready();
-            let result = body(node.clone()).await;
-            if let Some(tx) = tx.lock().expect("tx").take() {
-                let _ = tx.send(result);
-            }
-            std::future::pending::<()>().await;
-            drop(node);
-            Ok::<(), BoxError>(())
-        }
-    }));
-    system.start().await?;
-    rx.await.map_err(fail)?
 }
 
 fn config(bootstrap: &str, extra: &[(&str, &str)]) -> ClientConfig {

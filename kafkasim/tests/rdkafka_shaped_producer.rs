@@ -2,9 +2,12 @@
 //! producer created on a task of a sim node (so `create()` finds the node's host), every
 //! delivery recorded in the history, and each seed replayed to the same history.
 
+#[path = "rdkafka_shaped_group/kit.rs"]
+mod kit;
+
+use kit::in_node;
+
 use std::collections::BTreeMap;
-use std::future::Future;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kafkasim::kafka_protocol::ResponseError;
@@ -14,7 +17,6 @@ use kafkasim::rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use kafkasim::rdkafka::producer::partitioner::crc32;
 use kafkasim::rdkafka::producer::{Delivery, FutureProducer, FutureRecord};
 use kafkasim::{Cluster, Fault, FaultAction};
-use sim::node::{BoxError, NodeCtx, ServiceSpec, System};
 use sim::{Ctx, Failure, Simulation};
 
 fn fail(e: impl std::fmt::Display) -> Failure {
@@ -23,33 +25,6 @@ fn fail(e: impl std::fmt::Display) -> Failure {
 
 fn check(ok: bool, what: impl Into<String>) -> Result<(), Failure> {
     if ok { Ok(()) } else { Err(Failure::correctness("rdkafka-shaped", what)) }
-}
-
-/// Runs `body` as the entry point of a sim node `app-0` and returns what it returned.
-async fn in_node<F, Fut>(ctx: &Ctx, body: F) -> Result<(), Failure>
-where
-    F: Fn(NodeCtx) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<(), Failure>> + Send + 'static,
-{
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let tx = Arc::new(Mutex::new(Some(tx)));
-    let body = Arc::new(body);
-    let system = System::new(ctx);
-    system.add(ServiceSpec::new("app", move |node: NodeCtx| {
-        let (tx, body) = (Arc::clone(&tx), Arc::clone(&body));
-        async move {
-            node.set_ready();
-            let result = body(node.clone()).await;
-            if let Some(tx) = tx.lock().expect("tx").take() {
-                let _ = tx.send(result);
-            }
-            std::future::pending::<()>().await;
-            drop(node);
-            Ok::<(), BoxError>(())
-        }
-    }));
-    system.start().await?;
-    rx.await.map_err(fail)?
 }
 
 fn producer(bootstrap: &str, extra: &[(&str, &str)]) -> Result<FutureProducer, Failure> {

@@ -1,4 +1,4 @@
-//! What the `rdkafka_shaped_group*` tests share: a node to run a body on, a recording
+//! What the `rdkafka_shaped_*` simulation tests share: a node to run a body on, a recording
 //! context that commits from pre_rebalance(Revoke), group members, producing, waiting.
 
 #![allow(dead_code)]
