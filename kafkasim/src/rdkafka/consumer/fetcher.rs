@@ -31,7 +31,7 @@ use crate::rdkafka::consumer::settings::{ConsumerSettings, OffsetReset};
 use crate::rdkafka::consumer::wire::{self, LIST_OFFSETS_VERSION};
 use crate::rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode as Code};
 use crate::rdkafka::net::{Dialer, Stream};
-use crate::rdkafka::producer::metadata::{self, Metadata, TopicState};
+use crate::rdkafka::producer::metadata::{self, Metadata, Refresh, TopicState};
 use crate::requests::string;
 
 mod done;
@@ -86,13 +86,7 @@ struct Fetcher {
     has_group: bool,
     alive: mpsc::UnboundedReceiver<()>,
     metadata: Metadata,
-    metadata_due: bool,
-    metadata_busy: bool,
-    metadata_next_refresh: Option<Instant>,
-    /// After a failed Metadata request, none is sent before this (librdkafka's
-    /// `reconnect.backoff.ms`): a broker that fails at once must not be asked in a tight loop.
-    metadata_retry_at: Option<Instant>,
-    bootstrap_next: usize,
+    refresh: Refresh,
     idle: BTreeMap<(i32, Kind), Conn>,
     busy: BTreeSet<(i32, Kind)>,
     tasks: JoinSet<Done>,
@@ -126,11 +120,7 @@ pub(crate) fn spawn(
         has_group,
         alive,
         metadata: Metadata::default(),
-        metadata_due: false,
-        metadata_busy: false,
-        metadata_next_refresh: None,
-        metadata_retry_at: None,
-        bootstrap_next: 0,
+        refresh: Refresh::default(),
         idle: BTreeMap::new(),
         busy: BTreeSet::new(),
         tasks: JoinSet::new(),
@@ -263,7 +253,7 @@ impl Fetcher {
                 continue;
             }
             if self.metadata.want(&tp.0, now) {
-                self.metadata_due = true;
+                self.refresh.due = true;
                 continue;
             }
             let Some((leader, _)) = self.metadata.leader(&tp.0, tp.1) else {
@@ -275,8 +265,8 @@ impl Fetcher {
                 // Asked again within retry.backoff.ms (not at once: a topic that does not exist
                 // would be asked for in a loop).
                 let soon = now + self.s.retry_backoff;
-                if self.metadata_next_refresh.is_none_or(|t| t > soon) {
-                    self.metadata_next_refresh = Some(soon);
+                if self.refresh.next_refresh.is_none_or(|t| t > soon) {
+                    self.refresh.next_refresh = Some(soon);
                 }
                 continue;
             };
@@ -295,7 +285,7 @@ impl Fetcher {
         let subscription = state.subscription.clone();
         let topic_errors = subscription_errors(
             &mut self.metadata,
-            &mut self.metadata_due,
+            &mut self.refresh.due,
             &mut self.errored_topics,
             &subscription,
             now,
@@ -321,8 +311,8 @@ impl Fetcher {
             self.lookup(lookups, now);
         }
         self.start_metadata(now);
-        if self.metadata_due || !self.lock().partitions.is_empty() {
-            wake.extend(self.metadata_next_refresh);
+        if self.refresh.due || !self.lock().partitions.is_empty() {
+            wake.extend(self.refresh.next_refresh);
         }
         wake.into_iter().filter(|t| *t > now).min()
     }
@@ -346,27 +336,13 @@ impl Fetcher {
         });
     }
 
-    fn next_bootstrap(&mut self) -> String {
-        metadata::next_address(&self.metadata, &self.s.bootstrap, &mut self.bootstrap_next)
-    }
-
     fn start_metadata(&mut self, now: Instant) {
-        if self.metadata_next_refresh.is_some_and(|t| t <= now) {
-            self.metadata_next_refresh = None;
-            self.metadata_due = true;
-        }
-        if !self.metadata_due
-            || self.metadata_busy
-            || self.metadata.topics().is_empty()
-            || self.metadata_retry_at.is_some_and(|t| t > now)
-        {
+        let Some((request, addr)) =
+            self.refresh.start(&self.metadata, &self.s.bootstrap, self.s.auto_create_topics, now)
+        else {
             return;
-        }
-        self.metadata_due = false;
-        self.metadata_busy = true;
-        let request = Metadata::request(&self.metadata.topics(), self.s.auto_create_topics);
-        let (dialer, addr, id, timeout) =
-            (self.dialer.clone(), self.next_bootstrap(), self.s.client_id.clone(), self.s.socket_timeout);
+        };
+        let (dialer, id, timeout) = (self.dialer.clone(), self.s.client_id.clone(), self.s.socket_timeout);
         self.tasks.spawn(async move { Done::Metadata(metadata::fetch(dialer, addr, id, timeout, request).await) });
     }
 

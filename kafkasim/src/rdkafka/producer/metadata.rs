@@ -115,15 +115,57 @@ impl Metadata {
     }
 }
 
-/// The address the next request for metadata goes to: the known brokers, then the bootstrap
-/// servers, in turn (`counter` advances on each call), as librdkafka spreads metadata
-/// requests over the brokers it knows.
-pub fn next_address(cache: &Metadata, bootstrap: &[String], counter: &mut usize) -> String {
-    let mut all = cache.addresses();
-    all.extend(bootstrap.iter().cloned());
-    let addr = all[*counter % all.len()].clone();
-    *counter = counter.wrapping_add(1);
-    addr
+/// When the next Metadata request goes out, and where: the refresh state the producer's sender
+/// and the consumer's fetcher share. `due` is set by whoever needs fresh metadata (a leader
+/// error, a lost connection, an unknown topic); `next_refresh` by the periodic refresh
+/// (`topic.metadata.refresh.interval.ms`) and by a retry; `retry_at` holds requests back after
+/// a failed one (`retry.backoff.ms`).
+#[derive(Debug, Default)]
+pub struct Refresh {
+    /// A refresh is wanted.
+    pub due: bool,
+    /// A request is in flight.
+    pub busy: bool,
+    /// When a refresh becomes due by itself.
+    pub next_refresh: Option<Instant>,
+    /// No request before this (after a failed one).
+    pub retry_at: Option<Instant>,
+    /// Which address the next request goes to (see [`Refresh::next_address`]).
+    address_next: usize,
+}
+
+impl Refresh {
+    /// The address the next request goes to: the known brokers, then the bootstrap servers, in
+    /// turn, as librdkafka spreads metadata requests over the brokers it knows.
+    pub fn next_address(&mut self, cache: &Metadata, bootstrap: &[String]) -> String {
+        let mut all = cache.addresses();
+        all.extend(bootstrap.iter().cloned());
+        let addr = all[self.address_next % all.len()].clone();
+        self.address_next = self.address_next.wrapping_add(1);
+        addr
+    }
+
+    /// The request to send now and where, if one is due, none is in flight, the cache has
+    /// topics to ask for and no backoff holds it; it is then in flight (`busy`) until the caller
+    /// clears it with the answer.
+    pub fn start(
+        &mut self,
+        cache: &Metadata,
+        bootstrap: &[String],
+        auto_create: bool,
+        now: Instant,
+    ) -> Option<(MetadataRequest, String)> {
+        if self.next_refresh.is_some_and(|t| t <= now) {
+            self.next_refresh = None;
+            self.due = true;
+        }
+        if !self.due || self.busy || cache.topics().is_empty() || self.retry_at.is_some_and(|t| t > now) {
+            return None;
+        }
+        self.due = false;
+        self.busy = true;
+        Some((Metadata::request(&cache.topics(), auto_create), self.next_address(cache, bootstrap)))
+    }
 }
 
 /// Sends one Metadata request to `addr` on a fresh connection, giving up after `timeout`

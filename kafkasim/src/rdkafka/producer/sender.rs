@@ -34,7 +34,7 @@ use crate::rdkafka::net::{Dialer, Stream};
 use crate::rdkafka::producer::batch::{Batch, reported_timestamp};
 use crate::rdkafka::producer::delivery::{Delivery, Pending};
 use crate::rdkafka::producer::idempotence::{INIT_PRODUCER_ID_VERSION, Idempotence, PidState};
-use crate::rdkafka::producer::metadata::{self, Metadata, TopicState};
+use crate::rdkafka::producer::metadata::{self, Metadata, Refresh, TopicState};
 use crate::rdkafka::producer::partitioner::Random;
 use crate::rdkafka::producer::settings::ProducerSettings;
 use crate::requests::string;
@@ -75,13 +75,7 @@ struct Sender {
     rx: mpsc::UnboundedReceiver<Command>,
     shared: Arc<Shared>,
     metadata: Metadata,
-    metadata_due: bool,
-    metadata_busy: bool,
-    metadata_next_refresh: Option<Instant>,
-    /// After a failed Metadata request, none is sent before this (librdkafka's
-    /// `reconnect.backoff.ms`): a broker that fails at once must not be asked in a tight loop.
-    metadata_retry_at: Option<Instant>,
-    bootstrap_next: usize,
+    refresh: Refresh,
     idem: Option<Idempotence>,
     pid_busy: bool,
     pid_retry_at: Option<Instant>,
@@ -109,11 +103,7 @@ pub fn spawn(s: ProducerSettings, dialer: Dialer, rx: mpsc::UnboundedReceiver<Co
         rx,
         shared,
         metadata: Metadata::default(),
-        metadata_due: false,
-        metadata_busy: false,
-        metadata_next_refresh: None,
-        metadata_retry_at: None,
-        bootstrap_next: 0,
+        refresh: Refresh::default(),
         idem,
         pid_busy: false,
         pid_retry_at: None,
@@ -205,7 +195,7 @@ impl Sender {
         while let Some(p) = self.unassigned.pop_front() {
             let topic = p.message.topic().to_string();
             if self.metadata.want(&topic, now) {
-                self.metadata_due = true;
+                self.refresh.due = true;
                 waiting.push_back(p);
                 continue;
             }
@@ -273,25 +263,16 @@ impl Sender {
     }
 
     fn next_bootstrap(&mut self) -> String {
-        metadata::next_address(&self.metadata, &self.s.bootstrap, &mut self.bootstrap_next)
+        self.refresh.next_address(&self.metadata, &self.s.bootstrap)
     }
 
     fn start_metadata(&mut self, now: Instant) {
-        if self.metadata_next_refresh.is_some_and(|t| t <= now) {
-            self.metadata_due = true;
-        }
-        if !self.metadata_due
-            || self.metadata_busy
-            || self.metadata.topics().is_empty()
-            || self.metadata_retry_at.is_some_and(|t| t > now)
-        {
+        let Some((request, addr)) =
+            self.refresh.start(&self.metadata, &self.s.bootstrap, self.s.auto_create_topics, now)
+        else {
             return;
-        }
-        self.metadata_due = false;
-        self.metadata_busy = true;
-        let request = Metadata::request(&self.metadata.topics(), self.s.auto_create_topics);
-        let (dialer, addr, id, timeout) =
-            (self.dialer.clone(), self.next_bootstrap(), self.s.client_id.clone(), self.s.socket_timeout);
+        };
+        let (dialer, id, timeout) = (self.dialer.clone(), self.s.client_id.clone(), self.s.socket_timeout);
         self.tasks.spawn(async move { Done::Metadata(metadata::fetch(dialer, addr, id, timeout, request).await) });
     }
 
@@ -378,7 +359,7 @@ impl Sender {
                 Some((leader, _)) => {
                     leaders.insert(leader);
                 }
-                None => self.metadata_due = true,
+                None => self.refresh.due = true,
             }
         }
         for broker in leaders {
@@ -456,11 +437,11 @@ impl Sender {
         let now = Instant::now();
         match done {
             Done::Metadata(result) => {
-                self.metadata_busy = false;
+                self.refresh.busy = false;
                 match result {
                     Ok(resp) => {
                         self.metadata.update(&resp, now);
-                        self.metadata_next_refresh = self.s.metadata_refresh.map(|d| now + d);
+                        self.refresh.next_refresh = self.s.metadata_refresh.map(|d| now + d);
                         // Keep asking while a topic waits for its leaders or its creation.
                         let waiting = self.metadata.topics().iter().any(|t| match self.metadata.topic(t) {
                             Some(TopicState::Known(l)) => l.contains(&-1),
@@ -468,12 +449,12 @@ impl Sender {
                             None => false,
                         });
                         if waiting {
-                            self.metadata_next_refresh = Some(now + self.s.retry_backoff);
+                            self.refresh.next_refresh = Some(now + self.s.retry_backoff);
                         }
                     }
                     Err(_) => {
-                        self.metadata_next_refresh = Some(now + self.s.retry_backoff);
-                        self.metadata_retry_at = self.metadata_next_refresh;
+                        self.refresh.next_refresh = Some(now + self.s.retry_backoff);
+                        self.refresh.retry_at = self.refresh.next_refresh;
                     }
                 }
             }
@@ -502,7 +483,7 @@ impl Sender {
                     self.busy_partitions.remove(&(b.topic.clone(), b.partition));
                     match &result {
                         Err(code) => {
-                            self.metadata_due = true;
+                            self.refresh.due = true;
                             self.retry_or_fail(b, *code, now);
                         }
                         Ok(None) => self.succeed(b, -1, -1),
@@ -541,7 +522,7 @@ impl Sender {
             }
             c if retriable(c) => {
                 if leader_error(c) {
-                    self.metadata_due = true;
+                    self.refresh.due = true;
                 }
                 self.retry_or_fail(b, Code::from(c), now);
             }
@@ -630,7 +611,7 @@ impl Sender {
             times.push(now + self.s.retry_backoff);
         }
         if !self.queues.values().all(VecDeque::is_empty) || !self.retry.is_empty() || !self.unassigned.is_empty() {
-            times.extend(self.metadata_next_refresh);
+            times.extend(self.refresh.next_refresh);
         }
         times.extend(self.pid_retry_at);
         // What is due now and still waits is blocked on a request in flight, whose completion wakes

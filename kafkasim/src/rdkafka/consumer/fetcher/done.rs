@@ -10,7 +10,7 @@ impl Fetcher {
         let backoff = now + self.s.retry_backoff;
         match done {
             Done::Metadata(result) => {
-                self.metadata_busy = false;
+                self.refresh.busy = false;
                 match result {
                     Ok(resp) => {
                         self.metadata.update(&resp, now);
@@ -23,12 +23,12 @@ impl Fetcher {
                         }
                         let missing = st.partitions.keys().any(|(t, p)| self.metadata.leader(t, *p).is_none());
                         drop(st);
-                        self.metadata_next_refresh =
+                        self.refresh.next_refresh =
                             if missing { Some(backoff) } else { self.s.metadata_refresh.map(|d| now + d) };
                     }
                     Err(_) => {
-                        self.metadata_next_refresh = Some(backoff);
-                        self.metadata_retry_at = Some(backoff);
+                        self.refresh.next_refresh = Some(backoff);
+                        self.refresh.retry_at = Some(backoff);
                     }
                 }
             }
@@ -89,7 +89,7 @@ impl Fetcher {
                             ));
                         }
                         _ => {
-                            self.metadata_due = true;
+                            self.refresh.due = true;
                             p.not_before = Some(backoff);
                         }
                     }
@@ -117,7 +117,7 @@ impl Fetcher {
                             .find(|fp| fp.partition_index == tp.1)
                     });
                     let Some(part) = part else {
-                        self.metadata_due |= result.is_none();
+                        self.refresh.due |= result.is_none();
                         p.not_before = Some(backoff);
                         continue;
                     };
@@ -147,7 +147,7 @@ impl Fetcher {
                             errors.extend(error.map(|e| (tp.clone(), p.version, e)));
                         }
                         c if leader_error(c) => {
-                            self.metadata_due = true;
+                            self.refresh.due = true;
                             p.not_before = Some(backoff);
                         }
                         c => {

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use crate::rdkafka::config::ClientConfig;
+use crate::rdkafka::config::{ClientConfig, bootstrap_servers};
 use crate::rdkafka::error::{KafkaError, KafkaResult};
 
 use super::assignor::Strategy;
@@ -76,15 +76,7 @@ impl GroupSettings {
                     .into(),
             ));
         }
-        let bootstrap = config
-            .get("bootstrap.servers")
-            .or(config.get("metadata.broker.list"))
-            .unwrap_or("")
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(|s| if s.contains(':') { s.to_string() } else { format!("{s}:9092") })
-            .collect();
+        let bootstrap = bootstrap_servers(config)?;
         Ok(Some(GroupSettings {
             group_id: group_id.to_string(),
             instance_id: config.get("group.instance.id").filter(|i| !i.is_empty()).map(str::to_string),
