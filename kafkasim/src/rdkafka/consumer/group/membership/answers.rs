@@ -237,17 +237,20 @@ impl Group {
         }
     }
 
+    /// A commit or lookup got no answer (transport, timeout): the coordinator is looked up
+    /// again, and the job retried while its retries last, else failed with `code`.
+    fn unanswered(&mut self, mut q: Queued, code: Code, now: Instant) {
+        self.coord_dead(now);
+        if q.job.retry() {
+            self.jobs.push_front(q);
+        } else {
+            q.job.fail(code);
+        }
+    }
+
     fn committed(&mut self, mut q: Queued, generation: i32, r: Result<OffsetCommitResponse, Code>, now: Instant) {
         let r = match r {
-            Err(code) => {
-                self.coord_dead(now);
-                if q.job.retry() {
-                    self.jobs.push_front(q);
-                } else {
-                    q.job.fail(code);
-                }
-                return;
-            }
+            Err(code) => return self.unanswered(q, code, now),
             Ok(r) => r,
         };
         let Job::Commit { offsets, .. } = &q.job else { unreachable!("a commit's answer is for a commit") };
@@ -283,15 +286,7 @@ impl Group {
 
     fn fetched(&mut self, mut q: Queued, r: Result<OffsetFetchResponse, Code>, now: Instant) {
         let r = match r {
-            Err(code) => {
-                self.coord_dead(now);
-                if q.job.retry() {
-                    self.jobs.push_front(q);
-                } else {
-                    q.job.fail(code);
-                }
-                return;
-            }
+            Err(code) => return self.unanswered(q, code, now),
             Ok(r) => r,
         };
         let Job::Committed { partitions, .. } = &q.job else { unreachable!("a lookup's answer is for a lookup") };
