@@ -17,6 +17,7 @@
 //! | [`oracle`] | [`Oracle`]: typed oracle identities (the harness's own as constants) |
 //! | [`outcome`] | [`OpOutcome`]: ok / failed / indeterminate, shared by workloads and checkers |
 //! | [`report`] | failure classes, identity, replay lines, traces, JSON summaries |
+//! | [`signature`] | the signature a fleet merge deduplicates failures by |
 //! | [`trace`] | the run's `tracing` subscriber on fake time (given its clock) |
 //! | `checks` | the registry of a run's checks and their [`Verdict`](check::Verdict)s (private) |
 //! | `recorder` | the live history + trace + per-event checks of a run (private) |
@@ -45,6 +46,7 @@
 //! recorder                              history + trace + per-event checks
 //! checks                                Verdict, the registry (generic over Ctx)
 //! trace                                 given its clock
+//! signature                             failure signatures (over report)
 //! report                                Failure, Outcome, Report
 //! swarm · history · outcome · oracle    leaves (over seed)
 //! seed
@@ -102,6 +104,8 @@ pub mod run;
 pub mod runtime;
 #[cfg(tokio_unstable)]
 pub mod seed;
+#[cfg(tokio_unstable)]
+pub mod signature;
 #[cfg(tokio_unstable)]
 pub mod swarm;
 #[cfg(tokio_unstable)]

@@ -706,11 +706,17 @@ pub(crate) fn append_json(outcome: &Outcome, identity: &Identity) -> std::io::Re
         outcome: &'a Outcome,
         class: Option<Class>,
         oracle: Option<&'a str>,
+        signature: Option<String>,
         identity: &'a Identity,
     }
     let failure = outcome.failure.as_ref();
-    let line =
-        Line { outcome, class: failure.map(|f| f.class), oracle: failure.and_then(|f| f.oracle.as_deref()), identity };
+    let line = Line {
+        outcome,
+        class: failure.map(|f| f.class),
+        oracle: failure.and_then(|f| f.oracle.as_deref()),
+        signature: outcome.signature(),
+        identity,
+    };
     let mut text = serde_json::to_string(&line).map_err(std::io::Error::other)?;
     text.push('\n');
     let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
