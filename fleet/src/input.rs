@@ -1,0 +1,258 @@
+//! Reading the inputs: JSON-lines files, and directories searched for them.
+//!
+//! An INPUT is a file (read whatever its name) or a directory, searched recursively (in name
+//! order, symlinked directories not followed) for `*.jsonl` and `*.json` files; the directories
+//! named `sim` found on the way are remembered for [`crate::trace`] (a shard uploads its
+//! `target/sim` traces next to its JSON lines). One line is one seed's outcome as `sim` writes it
+//! with `SIM_JSON` ([`sim::Outcome`] flattened with `signature`, `identity`, `mode`, `shard`,
+//! `seed_base`; lines without the newer fields are accepted). A line that does not parse is
+//! counted and named (file:line), never fatal; blank lines are skipped. The same run reported
+//! twice (same simulation, seed, mode, swarm, commit and history hash: a file given twice, or an
+//! artifact downloaded into two places) is kept once.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use sim::report::Identity;
+use sim::{Outcome, Seed};
+
+use crate::Error;
+
+/// The most malformed lines remembered one by one (all are counted).
+pub const MALFORMED_KEPT_MAX: usize = 1000;
+
+/// One seed's outcome, as read from a line.
+#[derive(Clone, Debug)]
+pub struct Record {
+    /// The outcome (`sim`'s fields).
+    pub outcome: Outcome,
+    /// The failure's signature: the line's `signature`, else [`sim::signature::of`] its
+    /// failure; `None` when the seed passed (or its violation was excused).
+    pub signature: Option<String>,
+    /// `replay` or `explore`: the line's `mode`, else `explore` when its replay line sets
+    /// `SIM_MODE=explore`, else `replay`.
+    pub mode: String,
+    /// `SIM_SHARD`'s `i/n`, when the line names one.
+    pub shard: Option<String>,
+    /// The build-derived seed base (16 hex digits), when the line names one.
+    pub seed_base: Option<String>,
+    /// The build that ran, when the line names it.
+    pub identity: Option<Identity>,
+    /// Where the line was read.
+    pub origin: Origin,
+    /// The line as read (without its newline), for `outcomes.jsonl`.
+    pub text: String,
+}
+
+impl Record {
+    /// The commit as reports print it (`1a2b3c4d5e6f`, `+dirty` appended), or `unknown`.
+    pub fn commit(&self) -> String {
+        match &self.identity {
+            Some(id) => {
+                format!("{}{}", id.commit.get(..12).unwrap_or(&id.commit), if id.dirty { "+dirty" } else { "" })
+            }
+            None => "unknown".to_string(),
+        }
+    }
+}
+
+/// Where a line was read: an index into [`Inputs::files`] and the 1-based line number.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Origin {
+    /// Index into [`Inputs::files`].
+    pub file: usize,
+    /// 1-based line number.
+    pub line: usize,
+}
+
+/// A line that did not parse.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Malformed {
+    /// `file:line`.
+    pub at: String,
+    /// What serde_json said.
+    pub error: String,
+}
+
+/// Everything read from the inputs.
+#[derive(Debug, Default)]
+pub struct Inputs {
+    /// The INPUT paths as given.
+    pub roots: Vec<PathBuf>,
+    /// The files read, in reading order.
+    pub files: Vec<PathBuf>,
+    /// Directories named `sim` found under the directory inputs.
+    pub sim_dirs: Vec<PathBuf>,
+    /// One record per distinct run, in reading order.
+    pub records: Vec<Record>,
+    /// Non-blank lines read (parsed or not, duplicates included).
+    pub lines: usize,
+    /// Lines dropped as a repeat of a run already read.
+    pub duplicates: usize,
+    /// Lines that did not parse (all of them).
+    pub malformed_count: usize,
+    /// The first [`MALFORMED_KEPT_MAX`] of them.
+    pub malformed: Vec<Malformed>,
+}
+
+/// The fields of a line beyond [`Outcome`]'s.
+#[derive(serde::Deserialize)]
+struct Wire {
+    #[serde(flatten)]
+    outcome: Outcome,
+    #[serde(default)]
+    signature: Option<String>,
+    #[serde(default)]
+    mode: Option<String>,
+    #[serde(default)]
+    shard: Option<String>,
+    #[serde(default)]
+    seed_base: Option<String>,
+    #[serde(default)]
+    identity: Option<Identity>,
+}
+
+/// A parsed line, before it is given an [`Origin`].
+pub struct Parsed {
+    outcome: Outcome,
+    signature: Option<String>,
+    mode: String,
+    shard: Option<String>,
+    seed_base: Option<String>,
+    identity: Option<Identity>,
+}
+
+/// Parses one JSON line (see the module docs for the fields and their defaults).
+///
+/// Errors: serde_json's, naming the missing field or the column.
+pub fn parse_line(text: &str) -> Result<Parsed, serde_json::Error> {
+    let wire: Wire = serde_json::from_str(text)?;
+    let signature = if wire.outcome.failed() {
+        wire.signature
+            .filter(|s| !s.is_empty())
+            .or_else(|| wire.outcome.failure.as_ref().map(|f| sim::signature::of(&wire.outcome.simulation, f)))
+    } else {
+        None
+    };
+    let mode = wire.mode.filter(|m| !m.is_empty()).unwrap_or_else(|| {
+        if wire.outcome.replay.contains("SIM_MODE=explore") { "explore" } else { "replay" }.to_string()
+    });
+    Ok(Parsed {
+        outcome: wire.outcome,
+        signature,
+        mode,
+        shard: wire.shard.filter(|s| !s.is_empty()),
+        seed_base: wire.seed_base.filter(|s| !s.is_empty()),
+        identity: wire.identity,
+    })
+}
+
+impl Parsed {
+    /// The record, read at `origin`.
+    pub fn at(self, origin: Origin, text: &str) -> Record {
+        Record {
+            outcome: self.outcome,
+            signature: self.signature,
+            mode: self.mode,
+            shard: self.shard,
+            seed_base: self.seed_base,
+            identity: self.identity,
+            origin,
+            text: text.to_string(),
+        }
+    }
+}
+
+/// What makes two lines the same run.
+#[derive(Hash, PartialEq, Eq)]
+struct RunKey {
+    simulation: String,
+    seed: Seed,
+    mode: String,
+    swarm: String,
+    commit: String,
+    history_hash: u64,
+}
+
+/// Reads every INPUT; files and directories under `exclude` (the report's own directory) are
+/// skipped.
+///
+/// Errors: [`Error::MissingInput`] for an INPUT that does not exist, [`Error::Io`] for one that
+/// cannot be read, [`Error::NoLines`] when no line parsed.
+pub fn read(roots: &[PathBuf], exclude: Option<&Path>) -> Result<Inputs, Error> {
+    let exclude = exclude.and_then(|p| std::fs::canonicalize(p).ok());
+    let mut inputs = Inputs { roots: roots.to_vec(), ..Inputs::default() };
+    for root in roots {
+        let meta = std::fs::metadata(root).map_err(|_| Error::MissingInput(root.clone()))?;
+        if meta.is_dir() {
+            walk(root, exclude.as_deref(), &mut inputs)?;
+        } else {
+            inputs.files.push(root.clone());
+        }
+    }
+    let mut seen = HashSet::new();
+    for index in 0..inputs.files.len() {
+        let path = inputs.files[index].clone();
+        let text = std::fs::read_to_string(&path).map_err(Error::io(&path))?;
+        for (n, line) in text.lines().enumerate() {
+            let line = line.trim_end_matches('\r');
+            if line.trim().is_empty() {
+                continue;
+            }
+            inputs.lines += 1;
+            match parse_line(line) {
+                Ok(parsed) => {
+                    let record = parsed.at(Origin { file: index, line: n + 1 }, line);
+                    let key = RunKey {
+                        simulation: record.outcome.simulation.clone(),
+                        seed: record.outcome.seed,
+                        mode: record.mode.clone(),
+                        swarm: record.outcome.swarm.clone(),
+                        commit: record.commit(),
+                        history_hash: record.outcome.history_hash,
+                    };
+                    if seen.insert(key) {
+                        inputs.records.push(record);
+                    } else {
+                        inputs.duplicates += 1;
+                    }
+                }
+                Err(e) => {
+                    inputs.malformed_count += 1;
+                    if inputs.malformed.len() < MALFORMED_KEPT_MAX {
+                        inputs
+                            .malformed
+                            .push(Malformed { at: format!("{}:{}", path.display(), n + 1), error: e.to_string() });
+                    }
+                }
+            }
+        }
+    }
+    if inputs.records.is_empty() {
+        return Err(Error::NoLines { files: inputs.files.len(), malformed: inputs.malformed_count });
+    }
+    Ok(inputs)
+}
+
+/// Collects `*.jsonl`/`*.json` files and `sim` directories under `dir`, in name order.
+fn walk(dir: &Path, exclude: Option<&Path>, inputs: &mut Inputs) -> Result<(), Error> {
+    if exclude.is_some_and(|x| std::fs::canonicalize(dir).is_ok_and(|d| d == x)) {
+        return Ok(());
+    }
+    if dir.file_name().is_some_and(|n| n == "sim") {
+        inputs.sim_dirs.push(dir.to_path_buf());
+    }
+    let mut entries: Vec<_> =
+        std::fs::read_dir(dir).map_err(Error::io(dir))?.collect::<Result<Vec<_>, _>>().map_err(Error::io(dir))?;
+    entries.sort_by_key(|e| e.file_name());
+    for entry in entries {
+        let path = entry.path();
+        let kind = entry.file_type().map_err(Error::io(&path))?;
+        if kind.is_dir() {
+            walk(&path, exclude, inputs)?;
+        } else if path.extension().is_some_and(|e| e == "jsonl" || e == "json") && path.is_file() {
+            inputs.files.push(path);
+        }
+    }
+    Ok(())
+}
