@@ -107,6 +107,8 @@ pub mod seed;
 #[cfg(tokio_unstable)]
 pub mod signature;
 #[cfg(tokio_unstable)]
+pub mod seed_base;
+#[cfg(tokio_unstable)]
 pub mod swarm;
 #[cfg(tokio_unstable)]
 pub mod trace;

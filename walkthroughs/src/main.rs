@@ -3,9 +3,13 @@
 //! ```text
 //! cargo run --release -p walkthroughs -- --seeds 300
 //! cargo run --release -p walkthroughs -- --seeds 2000 --measure 20   # seeds needed to find each planted bug
+//! SIM_SHARD=3/8 SIM_JSON=shard-3.jsonl cargo run --release -p walkthroughs -- \
+//!     --base-seed build --budget 10m --variants correct --canary orderstatus_late_commit_churn
 //! ```
 //!
-//! Exits non-zero if a correct variant fails any seed or a planted bug is not found by its oracle.
+//! Exits non-zero if a correct variant fails any seed or a planted bug is not found by its oracle
+//! (under `SIM_SHARD` a planted bug missed by this shard is printed but left to the merge of all
+//! shards to judge: `fleet merge --canary`).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -71,17 +75,49 @@ fn all_cases() -> Vec<Case> {
     cases
 }
 
+/// The variants `--variants` and `--canary` select, in table order.
+fn selected_cases(args: &Args) -> Result<Vec<Case>, String> {
+    let all = all_cases();
+    for canary in &args.canary {
+        if !all.iter().any(|c| c.oracle.is_some() && c.simulation == *canary) {
+            let planted: Vec<&str> = all.iter().filter(|c| c.oracle.is_some()).map(|c| c.simulation).collect();
+            return Err(format!("--canary {canary} names no planted variant; they are: {}", planted.join(", ")));
+        }
+    }
+    Ok(all
+        .into_iter()
+        .filter(|c| {
+            args.variants == Variants::All || c.oracle.is_none() || args.canary.iter().any(|n| n == c.simulation)
+        })
+        .collect())
+}
+
 /// Sweeps every walkthrough's correct and planted variants over seeds and prints a table of what
 /// it found, with the command that replays each finding.
 #[derive(Parser, Debug)]
 #[command(version, about)]
 struct Args {
-    /// Seeds per variant.
+    /// Seeds per variant (per round, with --budget).
     #[arg(long, default_value_t = 300)]
     seeds: u64,
-    /// The first seed (seeds are base..base+seeds).
-    #[arg(long, default_value_t = 0)]
-    base_seed: u64,
+    /// The first seed (seeds are base..base+seeds): a number, or `build` for the seed base this
+    /// build derives from the commit, CI event, CI job and SIM_SEED_SALT (printed).
+    #[arg(long, default_value = "0", value_parser = parse_base)]
+    base_seed: Base,
+    /// Keep running rounds of --seeds seeds per variant (round r from base + r·seeds) until this
+    /// much wall time is spent, e.g. 10m or 90s; the round in progress finishes its variant.
+    #[arg(long, value_parser = parse_budget)]
+    budget: Option<Duration>,
+    /// With --budget: at most this many rounds, even if budget is left.
+    #[arg(long, requires = "budget")]
+    rounds: Option<u64>,
+    /// Which variants run: all, or only the correct ones (fresh-seed fleets hunt real bugs).
+    #[arg(long, value_enum, default_value_t = Variants::All)]
+    variants: Variants,
+    /// A planted variant that runs even with --variants correct (a fleet's canary), by its
+    /// simulation name; repeatable.
+    #[arg(long)]
+    canary: Vec<String>,
     /// Seeds run in parallel (default: available cores).
     #[arg(long)]
     jobs: Option<usize>,
@@ -91,30 +127,69 @@ struct Args {
     measure: Option<u64>,
 }
 
-/// One row of the table.
+/// `--base-seed`: a number or the build's seed base.
+#[derive(Clone, Debug)]
+enum Base {
+    Seed(u64),
+    Build,
+}
+
+fn parse_base(text: &str) -> Result<Base, String> {
+    match text.trim() {
+        "build" => Ok(Base::Build),
+        t => t.parse::<sim::Seed>().map(|s| Base::Seed(s.0)).map_err(|e| format!("{e} (or `build`)")),
+    }
+}
+
+fn parse_budget(text: &str) -> Result<Duration, String> {
+    sim::swarm::parse_duration(text)
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| format!("{text:?}: expected a positive duration such as 10m, 90s or 1h"))
+}
+
+/// `--variants`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Variants {
+    All,
+    Correct,
+}
+
+/// One row of the table: a variant and its sweeps (one per round).
 struct Row {
     case: Case,
-    report: Report,
+    reports: Vec<Report>,
 }
 
 impl Row {
-    /// Skipped under `SIM_ONLY` (a replay of another variant).
-    fn skipped(&self) -> bool {
-        self.report.outcomes.is_empty()
+    fn outcomes(&self) -> impl Iterator<Item = &sim::Outcome> {
+        self.reports.iter().flat_map(|r| r.outcomes.iter())
     }
 
-    fn ok(&self) -> bool {
+    fn failures(&self) -> impl Iterator<Item = &sim::Outcome> {
+        self.reports.iter().flat_map(|r| r.failures())
+    }
+
+    /// Skipped under `SIM_ONLY` (a replay of another variant).
+    fn skipped(&self) -> bool {
+        self.outcomes().next().is_none()
+    }
+
+    /// Whether the row is as it should be: a correct variant passed every seed, a planted bug was
+    /// found (`sharded`: or this shard missed it, which the merge of all shards judges).
+    fn ok(&self, sharded: bool) -> bool {
+        // Every report is read (a failing report dropped unread panics).
+        let passed = self.reports.iter().fold(true, |all, r| r.passed() && all);
         if self.skipped() {
             return true;
         }
         match &self.case.oracle {
-            None => self.report.passed(),
-            Some(oracle) => self.finding(oracle).is_some(),
+            None => passed,
+            Some(oracle) => sharded || self.finding(oracle).is_some(),
         }
     }
 
     fn finding(&self, oracle: &Oracle) -> Option<&sim::Outcome> {
-        self.report.failures().find(|o| o.failure.as_ref().is_some_and(|f| f.is(oracle)))
+        self.failures().find(|o| o.failure.as_ref().is_some_and(|f| f.is(oracle)))
     }
 }
 
@@ -146,16 +221,56 @@ fn main() -> ExitCode {
         eprintln!("walkthroughs: SIM_ONLY={only} names no simulation here; the simulations are: {}", names.join(", "));
         return ExitCode::from(2);
     }
-    let seeds = args.base_seed..args.base_seed.saturating_add(args.seeds);
+    let cases = match selected_cases(&args) {
+        Ok(cases) => cases,
+        Err(message) => {
+            eprintln!("walkthroughs: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    let base = match args.base_seed {
+        Base::Seed(seed) => {
+            println!("walkthroughs: seed base {seed} (--base-seed)");
+            seed
+        }
+        Base::Build => {
+            let base = sim::seed_base::build_base();
+            println!("walkthroughs: {base}");
+            base.base
+        }
+    };
+    let sharded = std::env::var("SIM_SHARD").is_ok_and(|s| !s.trim().is_empty());
+    let seeds_given = std::env::var_os("SIM_SEED").is_some() || std::env::var_os("SIM_SEEDS").is_some();
+    let replaying = only.is_some() || seeds_given;
     let started = Instant::now();
-    let mut rows = Vec::new();
-    for case in all_cases() {
-        let report = sweep(&args, &case, seeds.clone(), false);
-        rows.push(Row { case, report });
+    let mut rows: Vec<Row> = cases.into_iter().map(|case| Row { case, reports: Vec::new() }).collect();
+    let mut round = 0u64;
+    loop {
+        let start = base.wrapping_add(round.wrapping_mul(args.seeds));
+        for row in &mut rows {
+            let report = sweep(&args, &row.case, start..start.saturating_add(args.seeds), false);
+            row.reports.push(report);
+        }
+        round += 1;
+        // A replay runs its seed once; a budget runs rounds until it is spent.
+        match args.budget {
+            Some(budget) if !seeds_given && started.elapsed() < budget && args.rounds.is_none_or(|r| round < r) => {
+                continue;
+            }
+            _ => break,
+        }
     }
-    print_table(&rows);
+    if let Some(budget) = args.budget {
+        let seeds: usize = rows.iter().map(|r| r.outcomes().count()).sum();
+        println!(
+            "walkthroughs: budget {budget:?}: {round} round{} of {} seeds per variant, {seeds} seeds run in {:.1}s",
+            if round == 1 { "" } else { "s" },
+            args.seeds,
+            started.elapsed().as_secs_f64()
+        );
+    }
+    print_table(&rows, sharded);
     print_findings(&rows);
-    let replaying = only.is_some() || std::env::var_os("SIM_SEED").is_some() || std::env::var_os("SIM_SEEDS").is_some();
     if args.measure.is_some() && replaying {
         println!();
         println!(
@@ -166,7 +281,7 @@ fn main() -> ExitCode {
     }
     print_crash_stats();
     println!("total {:.1}s", started.elapsed().as_secs_f64());
-    if rows.iter().all(Row::ok) {
+    if rows.iter().fold(true, |all, row| row.ok(sharded) && all) {
         ExitCode::SUCCESS
     } else {
         eprintln!("walkthroughs: a correct variant failed or a planted bug was not found");
@@ -175,35 +290,37 @@ fn main() -> ExitCode {
 }
 
 /// One line per variant: seeds, failures, the first failing seed, its class and oracle, time.
-fn print_table(rows: &[Row]) {
+fn print_table(rows: &[Row], sharded: bool) {
     println!();
     println!(
-        "{:<14} {:<40} {:>6} {:>9} {:>6} {:<46} {:>8} {:>10}  verdict",
+        "{:<14} {:<40} {:>6} {:>9} {:>20} {:<46} {:>8} {:>10}  verdict",
         "walkthrough", "variant", "seeds", "failures", "first", "class [oracle]", "seconds", "ms/seed"
     );
     for row in rows {
-        let first = row.report.first_failure();
+        let first = row.failures().next();
         let class = first.and_then(|o| o.failure.as_ref()).map_or("-".to_string(), |f| {
             format!("{}{}", f.class, f.oracle.as_ref().map(|o| format!(" [{o}]")).unwrap_or_default())
         });
-        let ran = row.report.outcomes.len().max(1);
-        let per_seed = row.report.outcomes.iter().map(|o| o.wall()).sum::<Duration>() / ran as u32;
-        let verdict = match (&row.case.oracle, row.ok()) {
+        let ran = row.outcomes().count();
+        let per_seed = row.outcomes().map(|o| o.wall()).sum::<Duration>() / ran.max(1) as u32;
+        let verdict = match (&row.case.oracle, row.ok(false)) {
             _ if row.skipped() => "skipped",
             (None, true) => "passed",
             (None, false) => "FAILED",
             (Some(_), true) => "found",
+            (Some(_), false) if sharded => "not found in this shard",
             (Some(_), false) => "NOT FOUND",
         };
+        let wall: Duration = row.reports.iter().map(|r| r.wall).sum();
         println!(
-            "{:<14} {:<40} {:>6} {:>9} {:>6} {:<46} {:>8.1} {:>10.2}  {verdict}",
+            "{:<14} {:<40} {:>6} {:>9} {:>20} {:<46} {:>8.1} {:>10.2}  {verdict}",
             row.case.walkthrough,
             row.case.name,
-            row.report.outcomes.len(),
-            row.report.failures().count(),
+            ran,
+            row.failures().count(),
             first.map_or("-".to_string(), |o| o.seed.to_string()),
             class,
-            row.report.wall.as_secs_f64(),
+            wall.as_secs_f64(),
             per_seed.as_secs_f64() * 1000.0,
         );
     }
@@ -215,7 +332,7 @@ fn print_findings(rows: &[Row]) {
     for row in rows {
         let shown = match &row.case.oracle {
             Some(oracle) => row.finding(oracle).into_iter().collect::<Vec<_>>(),
-            None => row.report.failures().take(5).collect(),
+            None => row.failures().take(5).collect(),
         };
         for outcome in shown {
             let failure = outcome.failure.as_ref().map_or(String::new(), |f| f.to_string());

@@ -44,6 +44,9 @@ pub enum Seeds {
     Range(Range<u64>),
     /// This many fresh seeds from the OS's entropy (printed, so each replays).
     Random(usize),
+    /// This many seeds from the build's seed base ([`crate::seed_base`]): `base, base+1, …`,
+    /// different per commit, CI event, job and `SIM_SEED_SALT`.
+    Build(u64),
 }
 
 impl From<Range<u64>> for Seeds {
@@ -66,17 +69,20 @@ impl From<Vec<u64>> for Seeds {
 
 impl FromStr for Seeds {
     type Err = ConfigError;
-    /// `0..500`, `0..=9`, `random:200`, `42`, or `1,5,9`.
+    /// `0..500`, `0..=9`, `random:200`, `build:1000`, `42`, or `1,5,9`.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let t = s.trim();
         let bad = || ConfigError::Invalid {
             var: "SIM_SEEDS",
             value: s.to_string(),
-            expected: "a range 0..500 or 0..=9, random:N, or a list 1,5,9",
+            expected: "a range 0..500 or 0..=9, random:N, build:N, or a list 1,5,9",
         };
         let seed = |x: &str| x.parse::<Seed>().map(|s| s.0).map_err(|_| bad());
         if let Some(count) = t.strip_prefix("random:") {
             return count.trim().parse().map(Seeds::Random).map_err(|_| bad());
+        }
+        if let Some(count) = t.strip_prefix("build:") {
+            return count.trim().parse().map(Seeds::Build).map_err(|_| bad());
         }
         let backwards = || ConfigError::Invalid {
             var: "SIM_SEEDS",
@@ -106,6 +112,7 @@ impl Seeds {
             Seeds::List(v) => v.len() as u64,
             Seeds::Range(r) => r.end.saturating_sub(r.start),
             Seeds::Random(n) => *n as u64,
+            Seeds::Build(n) => *n,
         }
     }
 
@@ -126,6 +133,7 @@ impl Seeds {
                 Seeds::List(v) => v.iter().copied().map(Seed).collect(),
                 Seeds::Range(r) => r.clone().map(Seed).collect(),
                 Seeds::Random(n) => (0..*n).map(|_| Seed(os_random_u64())).collect(),
+                Seeds::Build(n) => crate::seed_base::build_base().seeds(*n).collect(),
             }),
         }
     }
@@ -184,9 +192,10 @@ mod tests {
         assert_eq!("0..5".parse::<Seeds>(), Ok(Seeds::Range(0..5)));
         assert_eq!("3..=4".parse::<Seeds>(), Ok(Seeds::Range(3..5)));
         assert_eq!("random:7".parse::<Seeds>(), Ok(Seeds::Random(7)));
+        assert_eq!("build:9".parse::<Seeds>(), Ok(Seeds::Build(9)));
         assert_eq!("42".parse::<Seeds>(), Ok(Seeds::List(vec![42])));
         assert_eq!("1, 5,0x10".parse::<Seeds>(), Ok(Seeds::List(vec![1, 5, 16])));
-        for bad in ["", "5..1", "a..b", "random:x", "1,,3", "1,x"] {
+        for bad in ["", "5..1", "a..b", "random:x", "build:", "1,,3", "1,x"] {
             let err = bad.parse::<Seeds>().expect_err(bad);
             assert!(err.to_string().starts_with("SIM_SEEDS="), "{err}");
         }

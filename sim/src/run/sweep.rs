@@ -34,6 +34,7 @@ use super::simulation::{Body, BoxFuture, Simulation};
 use crate::history::{self, Entry};
 use crate::report::{self, Class, Failure, Identity, Invocation, Outcome, Replays, Report};
 use crate::seed::{Seed, Source};
+use crate::seed_base::{self, BuildBase};
 use crate::swarm::{self, SwarmError};
 
 fn env_var(name: &str) -> Option<String> {
@@ -133,8 +134,9 @@ fn check_log_and_json() -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// `SIM_SHARD=i/n`: the seeds at positions `i` modulo `n`, and the note saying so.
-fn shard(mut seeds: Vec<Seed>) -> Result<(Vec<Seed>, Option<String>), ConfigError> {
+/// `SIM_SHARD=i/n`: the seeds at positions `i` modulo `n`, with the shard's `i/n` and the note
+/// saying so.
+fn shard(mut seeds: Vec<Seed>) -> Result<(Vec<Seed>, Option<(String, String)>), ConfigError> {
     let mut shard_note = None;
     if let Some(shard) = env_var("SIM_SHARD") {
         let bad = || ConfigError::Invalid { var: "SIM_SHARD", value: shard.clone(), expected: "i/n with i < n" };
@@ -145,7 +147,7 @@ fn shard(mut seeds: Vec<Seed>) -> Result<(Vec<Seed>, Option<String>), ConfigErro
         }
         let all = seeds.len();
         seeds = seeds.into_iter().enumerate().filter(|(k, _)| k % n == i).map(|(_, s)| s).collect();
-        shard_note = Some(format!("shard {i}/{n}: {} of {all} seeds", seeds.len()));
+        shard_note = Some((format!("{i}/{n}"), format!("shard {i}/{n}: {} of {all} seeds", seeds.len())));
     }
     Ok((seeds, shard_note))
 }
@@ -180,7 +182,10 @@ pub(crate) struct Sweep {
     child_occurrence: u32,
     trace_all: bool,
     skip: Option<String>,
-    shard_note: Option<String>,
+    /// `SIM_SHARD`'s `i/n` and the note printed with the seed line.
+    shard_note: Option<(String, String)>,
+    /// The build's seed base, when the seeds are `build:N`.
+    seed_base: Option<BuildBase>,
 }
 
 impl Sweep {
@@ -195,6 +200,7 @@ impl Sweep {
             let overrides = swarm::parse_overrides(&text)?;
             swarm.extend(overrides);
         }
+        let seed_base = matches!(sim.seeds, Seeds::Build(_)).then(seed_base::build_base);
         let (seeds, shard_note) = shard(sim.seeds.resolve()?)?;
         let child_out = env_var("SIM_CHILD_OUT").map(PathBuf::from);
         let child_throwaway = env_parse::<u32>("SIM_CHILD_THROWAWAY", "a count")?.unwrap_or(0);
@@ -225,7 +231,20 @@ impl Sweep {
             trace_all,
             skip,
             shard_note,
+            seed_base,
         })
+    }
+
+    /// What each JSON line says about this sweep.
+    fn labels(&self) -> report::SweepLabels<'_> {
+        report::SweepLabels {
+            mode: match self.sim.mode {
+                Mode::Replay => "replay",
+                Mode::Explore => "explore",
+            },
+            shard: self.shard_note.as_ref().map(|(label, _)| label.as_str()),
+            seed_base: self.seed_base.as_ref().map(|b| b.base),
+        }
     }
 
     /// The environment that replays `seed`.
@@ -263,7 +282,7 @@ impl Sweep {
             return Ok(Report::new(self.sim.name.clone(), self.identity, Vec::new(), Duration::ZERO));
         }
         if self.child_out.is_none() && self.sim.seed_lines {
-            let shard = self.shard_note.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
+            let shard = self.shard_note.as_ref().map(|(_, n)| format!(" ({n})")).unwrap_or_default();
             let n = self.seeds.len();
             report::stderr_line(&format!(
                 "sim: {}: {n} seed{}{shard} · {}",
@@ -271,6 +290,11 @@ impl Sweep {
                 if n == 1 { "" } else { "s" },
                 self.identity
             ));
+        }
+        if let Some(base) = &self.seed_base
+            && self.child_out.is_none()
+        {
+            report::stderr_line(&format!("sim: {}: {base}", self.sim.name));
         }
         if let Some(&first) = self.seeds.first() {
             for _ in 0..self.child_throwaway {
@@ -316,7 +340,7 @@ impl Sweep {
         }
         if self.child_out.is_none() {
             for outcome in &outcomes {
-                if let Err(e) = report::append_json(outcome, &self.identity) {
+                if let Err(e) = report::append_json(outcome, &self.identity, &self.labels()) {
                     report::stderr_line(&format!("sim: could not append to SIM_JSON: {e}"));
                 }
             }
