@@ -224,7 +224,7 @@ impl fmt::Display for Identity {
 }
 
 /// The commit and dirty flag, read once per process.
-fn commit() -> &'static (String, bool) {
+pub(crate) fn commit() -> &'static (String, bool) {
     static COMMIT: OnceLock<(String, bool)> = OnceLock::new();
     COMMIT.get_or_init(|| {
         let dir = std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
@@ -695,8 +695,18 @@ fn sanitize(name: &str) -> String {
     name.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect()
 }
 
+/// What a JSON line says about the sweep that ran the seed, beyond its [`Outcome`].
+pub(crate) struct SweepLabels<'a> {
+    /// `replay` or `explore`.
+    pub mode: &'a str,
+    /// `SIM_SHARD`'s `i/n`, when sharded.
+    pub shard: Option<&'a str>,
+    /// The build's seed base, when the seeds came from it (`SIM_SEEDS=build:N`).
+    pub seed_base: Option<u64>,
+}
+
 /// Appends one JSON line for `outcome` to the file `SIM_JSON` names (if set).
-pub(crate) fn append_json(outcome: &Outcome, identity: &Identity) -> std::io::Result<()> {
+pub(crate) fn append_json(outcome: &Outcome, identity: &Identity, labels: &SweepLabels<'_>) -> std::io::Result<()> {
     let Some(path) = std::env::var_os("SIM_JSON").filter(|p| !p.is_empty()) else {
         return Ok(());
     };
@@ -708,6 +718,11 @@ pub(crate) fn append_json(outcome: &Outcome, identity: &Identity) -> std::io::Re
         oracle: Option<&'a str>,
         signature: Option<String>,
         identity: &'a Identity,
+        mode: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        shard: Option<&'a str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        seed_base: Option<String>,
     }
     let failure = outcome.failure.as_ref();
     let line = Line {
@@ -716,6 +731,9 @@ pub(crate) fn append_json(outcome: &Outcome, identity: &Identity) -> std::io::Re
         oracle: failure.and_then(|f| f.oracle.as_deref()),
         signature: outcome.signature(),
         identity,
+        mode: labels.mode,
+        shard: labels.shard,
+        seed_base: labels.seed_base.map(|b| format!("{b:016x}")),
     };
     let mut text = serde_json::to_string(&line).map_err(std::io::Error::other)?;
     text.push('\n');
