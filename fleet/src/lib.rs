@@ -157,8 +157,8 @@ pub fn merge(options: &MergeOptions) -> Result<MergeRun, Error> {
     let inputs = input::read(&options.inputs, Some(&options.out))?;
     let mut merged = merge::merge(&inputs, &policy);
     for s in &mut merged.signatures {
-        s.trace_tail = trace::tail(&inputs.records[s.fastest.record], &inputs)
-            .or_else(|| trace::tail(&inputs.records[s.first.record], &inputs));
+        s.trace_tail =
+            s.runs.iter().take(trace::RUNS_TRIED_MAX).find_map(|&i| trace::tail(&inputs.records[i], &inputs));
         if options.triage > 0 && s.status == verdict::Status::New && !s.diverged {
             let target = triage::Target::of(&inputs.records[s.fastest.record]).expect("a signature's run failed");
             match triage::triage(&target, options.triage, options.exec.as_deref()) {

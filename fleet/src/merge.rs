@@ -105,10 +105,13 @@ pub struct Signature {
     /// For a divergence: each diverging seed's runs.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub divergences: Vec<Divergence>,
-    /// The fastest run's trace tail, when found ([`crate::trace`]).
+    /// The trace tail of its fastest run whose trace is found ([`crate::trace`]).
     pub trace_tail: Option<Tail>,
     /// Fresh-process triage, when run ([`crate::triage`]).
     pub triage: Option<Triage>,
+    /// Indices of its runs in [`Inputs::records`], fastest first.
+    #[serde(skip)]
+    pub runs: Vec<usize>,
 }
 
 /// Counts over one simulation's runs.
@@ -211,6 +214,11 @@ fn signature_of(name: String, runs: &[usize], inputs: &Inputs, diverged: bool) -
         divergences: Vec::new(),
         trace_tail: None,
         triage: None,
+        runs: {
+            let mut runs = runs.to_vec();
+            runs.sort_by_key(|&i| (records[i].outcome.wall_nanos, records[i].outcome.seed));
+            runs
+        },
     }
 }
 

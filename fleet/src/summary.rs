@@ -231,7 +231,7 @@ fn details(n: usize, s: &Signature) -> String {
     format!(
         "<details><summary>{n}. {} — seed {} ({})</summary>\n\n{fence}text\n{body}\n{fence}\n\n</details>\n\n",
         html(&s.signature),
-        s.fastest.seed,
+        tail.seed,
         html(&tail.path.display().to_string())
     )
 }

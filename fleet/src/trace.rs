@@ -16,6 +16,8 @@ use std::path::{Component, Path, PathBuf};
 
 use crate::input::{Inputs, Record};
 
+/// Runs of one signature whose traces are looked for.
+pub const RUNS_TRIED_MAX: usize = 10;
 /// Lines kept from the end of a trace.
 pub const TAIL_LINES: usize = 20;
 /// Characters kept of one trace line (the rest is cut with `…`).
@@ -24,6 +26,8 @@ pub const LINE_CHARS_MAX: usize = 400;
 /// The end of a trace file.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Tail {
+    /// The seed whose trace it is.
+    pub seed: u64,
     /// The file read.
     pub path: PathBuf,
     /// Whether it was found by its `sim/…` suffix rather than at the path the line names.
@@ -34,17 +38,21 @@ pub struct Tail {
 
 /// The tail of `record`'s trace, wherever it is found; `None` when the line names no trace or
 /// no copy of it is found (or readable).
+///
+/// A signature's tail is that of its fastest run whose trace is found, among its
+/// [`RUNS_TRIED_MAX`] fastest ([`crate::merge`] orders them).
 pub fn tail(record: &Record, inputs: &Inputs) -> Option<Tail> {
     let named = record.outcome.trace.as_ref()?;
+    let seed = record.outcome.seed.0;
     if named.is_file() {
-        return read_tail(named).map(|lines| Tail { path: named.clone(), relocated: false, lines });
+        return read_tail(named).map(|lines| Tail { seed, path: named.clone(), relocated: false, lines });
     }
     let suffix = sim_suffix(named)?;
     let file = inputs.files.get(record.origin.file)?;
     candidates(file, &suffix, inputs)
         .into_iter()
         .find(|p| p.is_file())
-        .and_then(|path| read_tail(&path).map(|lines| Tail { path, relocated: true, lines }))
+        .and_then(|path| read_tail(&path).map(|lines| Tail { seed, path, relocated: true, lines }))
 }
 
 /// The part of `path` after its last `sim` component (`walk/7/trace.log`), if it has one.
