@@ -10,11 +10,11 @@
 //! twice (same simulation, seed, mode, swarm, commit and history hash: a file given twice, or an
 //! artifact downloaded into two places) is kept once.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use sim::Outcome;
 use sim::report::Identity;
-use sim::{Outcome, Seed};
 
 use crate::Error;
 
@@ -38,22 +38,12 @@ pub struct Record {
     pub seed_base: Option<String>,
     /// The build that ran, when the line names it.
     pub identity: Option<Identity>,
+    /// The commit as reports print it (`1a2b3c4d5e6f`, `+dirty` appended), or `unknown`.
+    pub commit: String,
     /// Where the line was read.
     pub origin: Origin,
     /// The line as read (without its newline), for `outcomes.jsonl`.
     pub text: String,
-}
-
-impl Record {
-    /// The commit as reports print it (`1a2b3c4d5e6f`, `+dirty` appended), or `unknown`.
-    pub fn commit(&self) -> String {
-        match &self.identity {
-            Some(id) => {
-                format!("{}{}", id.commit.get(..12).unwrap_or(&id.commit), if id.dirty { "+dirty" } else { "" })
-            }
-            None => "unknown".to_string(),
-        }
-    }
 }
 
 /// Where a line was read: an index into [`Inputs::files`] and the 1-based line number.
@@ -150,7 +140,14 @@ pub fn parse_line(text: &str) -> Result<Parsed, serde_json::Error> {
 impl Parsed {
     /// The record, read at `origin`.
     pub fn at(self, origin: Origin, text: &str) -> Record {
+        let commit = match &self.identity {
+            Some(id) => {
+                format!("{}{}", id.commit.get(..12).unwrap_or(&id.commit), if id.dirty { "+dirty" } else { "" })
+            }
+            None => "unknown".to_string(),
+        };
         Record {
+            commit,
             outcome: self.outcome,
             signature: self.signature,
             mode: self.mode,
@@ -163,15 +160,69 @@ impl Parsed {
     }
 }
 
-/// What makes two lines the same run.
-#[derive(Hash, PartialEq, Eq)]
-struct RunKey {
-    simulation: String,
-    seed: Seed,
-    mode: String,
-    swarm: String,
-    commit: String,
-    history_hash: u64,
+/// Whether two records are the same run (see the module docs).
+fn same_run(a: &Record, b: &Record) -> bool {
+    a.outcome.seed == b.outcome.seed
+        && a.outcome.history_hash == b.outcome.history_hash
+        && a.outcome.simulation == b.outcome.simulation
+        && a.mode == b.mode
+        && a.outcome.swarm == b.outcome.swarm
+        && a.commit == b.commit
+}
+
+/// A hash of what [`same_run`] compares.
+fn run_fingerprint(r: &Record) -> u64 {
+    let mut h = xxhash_rust::xxh3::Xxh3Default::new();
+    for part in [r.outcome.simulation.as_str(), &r.mode, &r.outcome.swarm, &r.commit] {
+        h.update(part.as_bytes());
+        h.update(&[0xff]);
+    }
+    h.update(&r.outcome.seed.0.to_le_bytes());
+    h.update(&r.outcome.history_hash.to_le_bytes());
+    h.digest()
+}
+
+/// One file's lines: parsed records, and malformed lines (`line`, error).
+type FileLines = (Vec<Record>, Vec<(usize, String)>, usize);
+
+fn read_file(index: usize, path: &Path) -> Result<FileLines, Error> {
+    let text = std::fs::read_to_string(path).map_err(Error::io(path))?;
+    let (mut records, mut malformed, mut lines) = (Vec::new(), Vec::new(), 0);
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim_end_matches('\r');
+        if line.trim().is_empty() {
+            continue;
+        }
+        lines += 1;
+        match parse_line(line) {
+            Ok(parsed) => records.push(parsed.at(Origin { file: index, line: n + 1 }, line)),
+            Err(e) => malformed.push((n + 1, e.to_string())),
+        }
+    }
+    Ok((records, malformed, lines))
+}
+
+/// Reads and parses the files on all cores (files are independent); results in file order.
+fn read_files(files: &[PathBuf]) -> Vec<Result<FileLines, Error>> {
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(files.len()).max(1);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut results: Vec<(usize, Result<FileLines, Error>)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(path) = files.get(i) else { break done };
+                        done.push((i, read_file(i, path)));
+                    }
+                })
+            })
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().expect("a reader thread does not panic")).collect()
+    });
+    results.sort_by_key(|(i, _)| *i);
+    results.into_iter().map(|(_, r)| r).collect()
 }
 
 /// Reads every INPUT; files and directories under `exclude` (the report's own directory) are
@@ -190,41 +241,31 @@ pub fn read(roots: &[PathBuf], exclude: Option<&Path>) -> Result<Inputs, Error> 
             inputs.files.push(root.clone());
         }
     }
-    let mut seen = HashSet::new();
-    for index in 0..inputs.files.len() {
-        let path = inputs.files[index].clone();
-        let text = std::fs::read_to_string(&path).map_err(Error::io(&path))?;
-        for (n, line) in text.lines().enumerate() {
-            let line = line.trim_end_matches('\r');
-            if line.trim().is_empty() {
-                continue;
-            }
-            inputs.lines += 1;
-            match parse_line(line) {
-                Ok(parsed) => {
-                    let record = parsed.at(Origin { file: index, line: n + 1 }, line);
-                    let key = RunKey {
-                        simulation: record.outcome.simulation.clone(),
-                        seed: record.outcome.seed,
-                        mode: record.mode.clone(),
-                        swarm: record.outcome.swarm.clone(),
-                        commit: record.commit(),
-                        history_hash: record.outcome.history_hash,
-                    };
-                    if seen.insert(key) {
-                        inputs.records.push(record);
-                    } else {
-                        inputs.duplicates += 1;
-                    }
+    // A fingerprint's first record; records whose fingerprint collided with a different run's.
+    let mut seen: HashMap<u64, usize, xxhash_rust::xxh3::Xxh3DefaultBuilder> = HashMap::default();
+    let mut collided: Vec<usize> = Vec::new();
+    for (index, result) in read_files(&inputs.files).into_iter().enumerate() {
+        let (records, malformed, lines) = result?;
+        inputs.lines += lines;
+        inputs.malformed_count += malformed.len();
+        let room = MALFORMED_KEPT_MAX.saturating_sub(inputs.malformed.len());
+        let path = inputs.files[index].display().to_string();
+        inputs
+            .malformed
+            .extend(malformed.into_iter().take(room).map(|(n, error)| Malformed { at: format!("{path}:{n}"), error }));
+        for record in records {
+            let next = inputs.records.len();
+            let first = *seen.entry(run_fingerprint(&record)).or_insert(next);
+            let repeat = first != next
+                && (same_run(&inputs.records[first], &record)
+                    || collided.iter().any(|&i| same_run(&inputs.records[i], &record)));
+            if repeat {
+                inputs.duplicates += 1;
+            } else {
+                if first != next {
+                    collided.push(next);
                 }
-                Err(e) => {
-                    inputs.malformed_count += 1;
-                    if inputs.malformed.len() < MALFORMED_KEPT_MAX {
-                        inputs
-                            .malformed
-                            .push(Malformed { at: format!("{}:{}", path.display(), n + 1), error: e.to_string() });
-                    }
-                }
+                inputs.records.push(record);
             }
         }
     }

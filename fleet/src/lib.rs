@@ -125,7 +125,7 @@ impl MergeRun {
         use std::fmt::Write as _;
         let t = &self.merged.totals;
         let mut text = format!(
-            "fleet merge: {} lines, {} runs, {} malformed, {} signatures, shards {}\n",
+            "fleet merge: {} lines, {} runs, {} malformed, {} signatures; shards: {}\n",
             t.lines,
             t.runs,
             t.malformed,

@@ -18,6 +18,10 @@ use crate::trace::Tail;
 use crate::triage::Triage;
 use crate::verdict::{Policy, Status};
 
+/// A fast hash for the merge's maps (keys are our own strings and seeds, not an attacker's).
+type Fast = xxhash_rust::xxh3::Xxh3DefaultBuilder;
+type Map<K, V> = HashMap<K, V, Fast>;
+
 /// The suffix of a divergence's signature, after the simulation's name.
 pub const DIVERGED_ACROSS_SHARDS: &str = "replay diverged across shards";
 
@@ -210,7 +214,7 @@ fn signature_of(name: String, runs: &[usize], inputs: &Inputs, diverged: bool) -
         fastest: example(fastest, &records[fastest], inputs),
         message: failure.map(|f| f.message.clone()).unwrap_or_default(),
         shards: runs.iter().filter_map(|&i| records[i].shard.clone()).collect(),
-        commits: runs.iter().map(|&i| records[i].commit()).collect(),
+        commits: runs.iter().map(|&i| records[i].commit.clone()).collect(),
         divergences: Vec::new(),
         trace_tail: None,
         triage: None,
@@ -232,34 +236,44 @@ pub fn merge(inputs: &Inputs, policy: &Policy) -> Merged {
         files: inputs.files.len(),
         ..Totals::default()
     };
-    let mut seeds: HashMap<&str, HashSet<u64>> = HashMap::new();
-    let mut by_signature: HashMap<&str, Vec<usize>> = HashMap::new();
-    type RunKey<'a> = (&'a str, u64, &'a str, &'a str, String);
-    let mut by_run: HashMap<RunKey<'_>, Vec<usize>> = HashMap::new();
+    let mut per_simulation: Map<&str, (SimulationTotals, HashSet<u64, Fast>)> = Map::default();
+    let mut shards: HashSet<&str, Fast> = HashSet::default();
+    let mut commits: HashSet<&str, Fast> = HashSet::default();
+    let mut seed_bases: HashSet<&str, Fast> = HashSet::default();
+    let mut by_signature: Map<&str, Vec<usize>> = Map::default();
+    // A run's first record, and the records of runs seen more than once (by their first).
+    let mut by_run: Map<(&str, u64, &str, &str, &str), usize> = Map::default();
+    let mut repeated: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
     for (i, r) in inputs.records.iter().enumerate() {
         let o = &r.outcome;
-        let sim = totals.simulations.entry(o.simulation.clone()).or_default();
+        let (sim, seeds) = per_simulation.entry(&o.simulation).or_default();
         sim.runs += 1;
         sim.failed += usize::from(r.signature.is_some());
         sim.excused += usize::from(o.failure.is_some() && !o.failed());
-        seeds.entry(&o.simulation).or_default().insert(o.seed.0);
+        seeds.insert(o.seed.0);
         match &r.shard {
-            Some(s) => drop(totals.shards.insert(s.clone())),
+            Some(s) => drop(shards.insert(s)),
             None => totals.unsharded_runs += 1,
         }
-        totals.commits.insert(r.commit());
-        totals.seed_bases.extend(r.seed_base.clone());
+        commits.insert(&r.commit);
+        seed_bases.extend(r.seed_base.as_deref());
         if let Some(sig) = &r.signature {
             by_signature.entry(sig).or_default().push(i);
         }
-        by_run.entry((&o.simulation, o.seed.0, &r.mode, &o.swarm, r.commit())).or_default().push(i);
+        let first = *by_run.entry((&o.simulation, o.seed.0, &r.mode, &o.swarm, &r.commit)).or_insert(i);
+        if first != i {
+            repeated.entry(first).or_insert_with(|| vec![first]).push(i);
+        }
     }
-    for (name, set) in seeds {
-        totals.simulations.get_mut(name).expect("every simulation has totals").seeds = set.len();
+    for (name, (mut sim, seeds)) in per_simulation {
+        sim.seeds = seeds.len();
+        totals.simulations.insert(name.to_string(), sim);
     }
+    let owned = |set: HashSet<&str, Fast>| set.into_iter().map(str::to_string).collect::<BTreeSet<String>>();
+    (totals.shards, totals.commits, totals.seed_bases) = (owned(shards), owned(commits), owned(seed_bases));
     let mut signatures: Vec<Signature> =
         by_signature.into_iter().map(|(name, runs)| signature_of(name.to_string(), &runs, inputs, false)).collect();
-    signatures.extend(divergences(by_run, inputs));
+    signatures.extend(divergences(repeated, inputs));
     for s in &mut signatures {
         s.status = policy.status(s);
     }
@@ -269,11 +283,12 @@ pub fn merge(inputs: &Inputs, policy: &Policy) -> Merged {
     Merged { totals, signatures }
 }
 
-/// One signature per simulation whose seeds were seen with different histories.
-fn divergences<K>(by_run: HashMap<K, Vec<usize>>, inputs: &Inputs) -> Vec<Signature> {
+/// One signature per simulation whose seeds were seen with different histories, from the runs
+/// seen more than once.
+fn divergences(repeated: BTreeMap<usize, Vec<usize>>, inputs: &Inputs) -> Vec<Signature> {
     let records = &inputs.records;
     let mut per_simulation: BTreeMap<&str, (Vec<usize>, Vec<Divergence>)> = BTreeMap::new();
-    for runs in by_run.into_values() {
+    for runs in repeated.into_values() {
         let hashes: BTreeSet<u64> = runs.iter().map(|&i| records[i].outcome.history_hash).collect();
         if hashes.len() < 2 {
             continue;
@@ -285,7 +300,7 @@ fn divergences<K>(by_run: HashMap<K, Vec<usize>>, inputs: &Inputs) -> Vec<Signat
             seed: r.outcome.seed.0,
             mode: r.mode.clone(),
             swarm: r.outcome.swarm.clone(),
-            commit: r.commit(),
+            commit: r.commit.clone(),
             runs: runs
                 .iter()
                 .map(|&i| DivergentRun {

@@ -261,8 +261,8 @@ pub fn triage(target: &Target, k: u32, exec: Option<&str>) -> Result<Triage, Err
     Ok(triage)
 }
 
-/// The failing lines `fleet triage --line` names: the value itself when it is a JSON object,
-/// else the lines of the file it names.
+/// The failing runs `fleet triage --line` names, one per signature (its fastest): the value
+/// itself when it is a JSON object, else the lines of the file it names.
 ///
 /// Errors: [`Error::BadLine`] for a value that is neither, a line that does not parse, or no
 /// failing line.
@@ -273,13 +273,20 @@ pub fn targets(line_or_file: &str) -> Result<Vec<Target>, Error> {
         std::fs::read_to_string(line_or_file)
             .map_err(|e| Error::BadLine(format!("{line_or_file:?} is not a JSON line, nor a file ({e})")))?
     };
-    let mut targets = Vec::new();
+    let mut fastest: Vec<(u64, Target)> = Vec::new();
     for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
         let parsed = parse_line(line).map_err(|e| Error::BadLine(format!("line {}: {e}", n + 1)))?;
-        targets.extend(Target::of(&parsed.at(crate::input::Origin { file: 0, line: n + 1 }, "")));
+        let record = parsed.at(crate::input::Origin { file: 0, line: n + 1 }, "");
+        let Some(target) = Target::of(&record) else { continue };
+        let wall = record.outcome.wall_nanos;
+        match fastest.iter_mut().find(|(_, t)| t.signature == target.signature) {
+            Some(slot) if (wall, target.seed) < (slot.0, slot.1.seed) => *slot = (wall, target),
+            Some(_) => {}
+            None => fastest.push((wall, target)),
+        }
     }
-    if targets.is_empty() {
+    if fastest.is_empty() {
         return Err(Error::BadLine("no failing line (every seed passed)".to_string()));
     }
-    Ok(targets)
+    Ok(fastest.into_iter().map(|(_, t)| t).collect())
 }
