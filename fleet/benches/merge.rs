@@ -81,7 +81,7 @@ fn write_inputs(dir: &std::path::Path) {
         .collect();
     for seed in 0..LINES {
         let simulation = &simulations[(seed % 10) as usize];
-        let failure = (Seed(seed).child("fails").0 % 100 == 0).then(|| {
+        let failure = Seed(seed).child("fails").0.is_multiple_of(100).then(|| {
             let shape = SHAPES[(Seed(seed).child("shape").0 % 5) as usize];
             Failure::correctness("idempotency", format!("put#{} {shape} {} times", seed % 97, 2 + seed % 3))
         });

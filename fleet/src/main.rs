@@ -18,9 +18,12 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Merge JSON lines: dedup failures by signature, keep the fastest seed, write summary.md,
-    /// signatures.json and outcomes.jsonl. Exit 0 clean, 1 new failures, 2 a canary not found,
-    /// 3 bad usage or no input lines.
+    /// Merge shards' JSON lines into one report (exit 0 clean, 1 new failures, 2 a canary not
+    /// found, 3 bad usage or no input lines)
+    ///
+    /// Failures are deduplicated by signature; per signature the first and the fastest seed, its
+    /// replay line and trace tail. Writes summary.md (within --summary-limit), signatures.json
+    /// and outcomes.jsonl into --out.
     Merge {
         /// Report directory.
         #[arg(long, value_name = "DIR", default_value = "fleet-report")]
@@ -47,8 +50,12 @@ enum Command {
         #[arg(value_name = "INPUT", required = true)]
         inputs: Vec<PathBuf>,
     },
-    /// Triage failing JSON lines: K fresh-process replays and K explore-mode seeds each.
-    /// Exit 0 when every line replays exactly, 1 when one does not, 3 bad usage.
+    /// Triage failing JSON lines in fresh processes (exit 0 all replay exactly, 1 one does not,
+    /// 3 bad usage)
+    ///
+    /// Per signature, its fastest line's replay line runs K times in fresh processes
+    /// ("replays exactly (K of K)" / "replays j of K"), then K explore-mode seeds derived from it
+    /// run once ("explore: j of K seeds fail with this signature").
     Triage {
         /// Fresh processes (and explore seeds) per line.
         #[arg(long, value_name = "K", default_value_t = 4)]
@@ -56,7 +63,7 @@ enum Command {
         /// Program to run instead of the replay line's `cargo … --` command.
         #[arg(long, value_name = "PROGRAM")]
         exec: Option<String>,
-        /// A JSON line, or a file of JSON lines (its failing lines are triaged).
+        /// A JSON line, or a file of JSON lines (each signature's fastest failing line is triaged).
         #[arg(long, value_name = "JSONLINE_FILE_OR_STRING")]
         line: String,
     },

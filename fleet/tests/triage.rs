@@ -104,7 +104,7 @@ fn a_deterministic_failure_replays_exactly_and_explore_counts_its_seeds() {
     let t = s.triage.as_ref().expect("a new signature is triaged");
     assert_eq!(t.replay_label(), "replays exactly (4 of 4)", "{:?}", t.replay_notes);
     assert_eq!(t.command, format!("SIM_SEED={} SIM_ONLY=flaky_seeds {FIXTURE}", s.fastest.seed));
-    let failing_explore = triage::explore_seeds(s.fastest.seed, 4).iter().filter(|seed| *seed % 3 == 0).count();
+    let failing_explore = triage::explore_seeds(s.fastest.seed, 4).iter().filter(|seed| seed.is_multiple_of(3)).count();
     assert_eq!(t.explore_ran, 4, "{:?}", t.explore_note);
     assert_eq!(t.explore_label(), format!("explore: {failing_explore} of 4 seeds fail with this signature"));
     assert!(run.summary.contains(&t.label()), "{}", run.summary);
