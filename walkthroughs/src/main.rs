@@ -178,7 +178,8 @@ impl Row {
     /// found (`sharded`: or this shard missed it, which the merge of all shards judges).
     fn ok(&self, sharded: bool) -> bool {
         // Every report is read (a failing report dropped unread panics).
-        let passed = self.reports.iter().fold(true, |all, r| r.passed() && all);
+        let verdicts: Vec<bool> = self.reports.iter().map(Report::passed).collect();
+        let passed = verdicts.iter().all(|p| *p);
         if self.skipped() {
             return true;
         }
@@ -281,7 +282,7 @@ fn main() -> ExitCode {
     }
     print_crash_stats();
     println!("total {:.1}s", started.elapsed().as_secs_f64());
-    if rows.iter().fold(true, |all, row| row.ok(sharded) && all) {
+    if rows.iter().all(|row| row.ok(sharded)) {
         ExitCode::SUCCESS
     } else {
         eprintln!("walkthroughs: a correct variant failed or a planted bug was not found");

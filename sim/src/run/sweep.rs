@@ -134,9 +134,16 @@ fn check_log_and_json() -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// `SIM_SHARD=i/n`: the seeds at positions `i` modulo `n`, with the shard's `i/n` and the note
-/// saying so.
-fn shard(mut seeds: Vec<Seed>) -> Result<(Vec<Seed>, Option<(String, String)>), ConfigError> {
+/// The shard a sweep runs (`SIM_SHARD=i/n`).
+struct Shard {
+    /// `i/n`, as each JSON line names it.
+    label: String,
+    /// `shard i/n: k of m seeds`, printed with the sweep's first line.
+    note: String,
+}
+
+/// `SIM_SHARD=i/n`: the seeds at positions `i` modulo `n`, and the [`Shard`].
+fn shard(mut seeds: Vec<Seed>) -> Result<(Vec<Seed>, Option<Shard>), ConfigError> {
     let mut shard_note = None;
     if let Some(shard) = env_var("SIM_SHARD") {
         let bad = || ConfigError::Invalid { var: "SIM_SHARD", value: shard.clone(), expected: "i/n with i < n" };
@@ -147,7 +154,8 @@ fn shard(mut seeds: Vec<Seed>) -> Result<(Vec<Seed>, Option<(String, String)>), 
         }
         let all = seeds.len();
         seeds = seeds.into_iter().enumerate().filter(|(k, _)| k % n == i).map(|(_, s)| s).collect();
-        shard_note = Some((format!("{i}/{n}"), format!("shard {i}/{n}: {} of {all} seeds", seeds.len())));
+        shard_note =
+            Some(Shard { label: format!("{i}/{n}"), note: format!("shard {i}/{n}: {} of {all} seeds", seeds.len()) });
     }
     Ok((seeds, shard_note))
 }
@@ -182,8 +190,8 @@ pub(crate) struct Sweep {
     child_occurrence: u32,
     trace_all: bool,
     skip: Option<String>,
-    /// `SIM_SHARD`'s `i/n` and the note printed with the seed line.
-    shard_note: Option<(String, String)>,
+    /// The shard, under `SIM_SHARD`.
+    shard_note: Option<Shard>,
     /// The build's seed base, when the seeds are `build:N`.
     seed_base: Option<BuildBase>,
 }
@@ -242,7 +250,7 @@ impl Sweep {
                 Mode::Replay => "replay",
                 Mode::Explore => "explore",
             },
-            shard: self.shard_note.as_ref().map(|(label, _)| label.as_str()),
+            shard: self.shard_note.as_ref().map(|s| s.label.as_str()),
             seed_base: self.seed_base.as_ref().map(|b| b.base),
         }
     }
@@ -282,7 +290,7 @@ impl Sweep {
             return Ok(Report::new(self.sim.name.clone(), self.identity, Vec::new(), Duration::ZERO));
         }
         if self.child_out.is_none() && self.sim.seed_lines {
-            let shard = self.shard_note.as_ref().map(|(_, n)| format!(" ({n})")).unwrap_or_default();
+            let shard = self.shard_note.as_ref().map(|s| format!(" ({})", s.note)).unwrap_or_default();
             let n = self.seeds.len();
             report::stderr_line(&format!(
                 "sim: {}: {n} seed{}{shard} · {}",
