@@ -87,6 +87,35 @@ fn eight_shards_find_the_same_failing_seeds_and_signatures_as_one_unsharded_run(
         }
     }
     assert_eq!(sharded, unsharded, "the shards' union is the unsharded run, seed by seed");
+
+    // And `fleet merge` of the eight shard files reports what it reports for the one file:
+    // the same signatures with the same counts, seeds and first seeds (the fastest seed is
+    // chosen by wall time, which differs between runs).
+    let merge = |inputs: Vec<std::path::PathBuf>, out: &str| {
+        let run = fleet::merge(&fleet::MergeOptions {
+            inputs,
+            out: dir.join(out),
+            canaries: vec![PLANTED.parse().expect("a canary")],
+            expected: Vec::new(),
+            known: Vec::new(),
+            triage: 0,
+            exec: None,
+            summary_limit: fleet::summary::LIMIT_DEFAULT,
+        })
+        .expect("the merge runs");
+        assert_eq!(run.exit(), fleet::Exit::Clean, "the canary is found: {}", run.summary);
+        let table: Vec<(String, usize, Vec<u64>, u64)> = run
+            .merged
+            .signatures
+            .iter()
+            .map(|s| (s.signature.clone(), s.count, s.seeds.clone(), s.first.seed))
+            .collect();
+        table
+    };
+    let shard_files = (0..8).map(|i| dir.join(format!("shard-{i}.jsonl"))).collect();
+    let merged_shards = merge(shard_files, "report-shards");
+    assert!(!merged_shards.is_empty());
+    assert_eq!(merged_shards, merge(vec![all], "report-all"));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
