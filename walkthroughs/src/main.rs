@@ -249,7 +249,14 @@ fn main() -> ExitCode {
     loop {
         let start = base.wrapping_add(round.wrapping_mul(args.seeds));
         for row in &mut rows {
-            let report = sweep(&args, &row.case, start..start.saturating_add(args.seeds), false);
+            // Each round on a thread of its own: a sweep's fresh processes (confirmations) run
+            // one round and answer for the first sweep of its name on their thread, so every
+            // round must be the first of its name on its thread too.
+            let range = start..start.saturating_add(args.seeds);
+            let report = std::thread::scope(|s| {
+                let round = s.spawn(|| sweep(&args, &row.case, range, false));
+                round.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            });
             row.reports.push(report);
         }
         round += 1;

@@ -193,3 +193,21 @@ fn a_canary_runs_with_the_correct_variants_and_a_wrong_name_is_refused() {
     assert!(!simulations.iter().any(|s| s == "wallet_breaker_counts_rollout_ends"), "{simulations:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn failures_of_later_rounds_are_confirmed_in_fresh_processes_too() {
+    let dir = temp_dir("rounds-confirmed");
+    let file = dir.join("rounds.jsonl");
+    let (code, text) = main_job(
+        &[("SIM_ONLY", PLANTED), ("SIM_CONFIRM", "1"), ("SIM_JSON", file.to_str().expect("utf-8"))],
+        &["--seeds", "4", "--budget", "1h", "--rounds", "3"],
+    );
+    assert_eq!(code, Some(0), "{text}");
+    let failing: Vec<Value> = lines(&file).into_iter().filter(|l| !l["signature"].is_null()).collect();
+    assert!(failing.iter().any(|l| l["seed"].as_u64() >= Some(4)), "a later round fails too: {text}");
+    for line in &failing {
+        assert_eq!(line["replays"]["matched"], 1, "seed {} replays in its fresh process: {text}", line["seed"]);
+        assert_eq!(line["replays"]["of"], 1, "{line}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
