@@ -19,19 +19,6 @@ const RUNS: usize = 7;
 /// Five message shapes (digits would be normalized away, so words).
 const SHAPES: [&str; 5] = ["charged", "acknowledged but lost", "applied", "read back stale", "answered twice"];
 
-#[derive(serde::Serialize)]
-struct Line<'a> {
-    #[serde(flatten)]
-    outcome: &'a Outcome,
-    class: Option<sim::Class>,
-    oracle: Option<&'a str>,
-    signature: Option<String>,
-    identity: &'a Identity,
-    mode: &'a str,
-    shard: String,
-    seed_base: &'a str,
-}
-
 fn identity() -> Identity {
     Identity {
         commit: "1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b".into(),
@@ -86,19 +73,12 @@ fn write_inputs(dir: &std::path::Path) {
             Failure::correctness("idempotency", format!("put#{} {shape} {} times", seed % 97, 2 + seed % 3))
         });
         let o = outcome(seed, failure, simulation);
-        let f = o.failure.as_ref();
-        let line = Line {
-            outcome: &o,
-            class: f.map(|f| f.class),
-            oracle: f.and_then(|f| f.oracle.as_deref()),
-            signature: o.signature(),
-            identity: &identity,
-            mode: "replay",
-            shard: format!("{}/{SHARDS}", seed % SHARDS),
-            seed_base: "00c0ffee00c0ffee",
-        };
+        let shard = format!("{}/{SHARDS}", seed % SHARDS);
+        let labels =
+            sim::report::LineLabels { mode: "replay", shard: Some(&shard), seed_base: Some(0x00c0_ffee_00c0_ffee) };
+        let line = sim::report::json_line(&o, &identity, &labels);
         let file = &mut files[(seed % SHARDS) as usize];
-        serde_json::to_writer(&mut *file, &line).expect("a line serializes");
+        file.write_all(line.as_bytes()).expect("a line is written");
         file.write_all(b"\n").expect("a line is written");
     }
     for mut f in files {
@@ -113,16 +93,7 @@ fn main() {
     let bytes: u64 = (0..SHARDS)
         .map(|i| std::fs::metadata(inputs.join(format!("shard-{i}/sim.jsonl"))).expect("written").len())
         .sum();
-    let options = fleet::MergeOptions {
-        inputs: vec![inputs],
-        out: dir.path().join("report"),
-        canaries: vec![],
-        expected: vec![],
-        known: vec![],
-        triage: 0,
-        exec: None,
-        summary_limit: fleet::summary::LIMIT_DEFAULT,
-    };
+    let options = fleet::MergeOptions::new(vec![inputs], dir.path().join("report"));
     let mut times: Vec<Duration> = Vec::new();
     let mut signatures = 0;
     for _ in 0..RUNS {

@@ -100,6 +100,23 @@ pub struct MergeOptions {
     pub summary_limit: usize,
 }
 
+impl MergeOptions {
+    /// The options `fleet merge INPUT... --out OUT` runs with: no canary, nothing expected or
+    /// known, no triage, the default summary limit.
+    pub fn new(inputs: Vec<PathBuf>, out: impl Into<PathBuf>) -> MergeOptions {
+        MergeOptions {
+            inputs,
+            out: out.into(),
+            canaries: Vec::new(),
+            expected: Vec::new(),
+            known: Vec::new(),
+            triage: 0,
+            exec: None,
+            summary_limit: summary::LIMIT_DEFAULT,
+        }
+    }
+}
+
 /// What `fleet merge` found and wrote.
 #[derive(Debug)]
 pub struct MergeRun {

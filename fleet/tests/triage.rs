@@ -86,14 +86,9 @@ fn a_deterministic_failure_replays_exactly_and_explore_counts_its_seeds() {
     let dir = tempfile::tempdir().expect("a temp dir");
     let input = run_fixture(dir.path(), "shard.jsonl", "flaky_seeds", &[]);
     let mut opts = fleet::MergeOptions {
-        inputs: vec![input],
-        out: dir.path().join("report"),
-        canaries: vec![],
-        expected: vec![],
-        known: vec![],
         triage: 4,
         exec: Some(FIXTURE.to_string()),
-        summary_limit: fleet::summary::LIMIT_DEFAULT,
+        ..fleet::MergeOptions::new(vec![input], dir.path().join("report"))
     };
     let run = fleet::merge(&opts).expect("the merge runs");
     assert_eq!(run.merged.signatures.len(), 1);

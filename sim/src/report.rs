@@ -695,9 +695,10 @@ fn sanitize(name: &str) -> String {
     name.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect()
 }
 
-/// What a JSON line says about the sweep that ran the seed, beyond its [`Outcome`].
-pub(crate) struct SweepLabels<'a> {
-    /// `replay` or `explore`.
+/// What a `SIM_JSON` line says about the sweep that ran the seed, beyond its [`Outcome`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LineLabels<'a> {
+    /// `replay` or `explore` (empty: `replay`).
     pub mode: &'a str,
     /// `SIM_SHARD`'s `i/n`, when sharded.
     pub shard: Option<&'a str>,
@@ -705,11 +706,11 @@ pub(crate) struct SweepLabels<'a> {
     pub seed_base: Option<u64>,
 }
 
-/// Appends one JSON line for `outcome` to the file `SIM_JSON` names (if set).
-pub(crate) fn append_json(outcome: &Outcome, identity: &Identity, labels: &SweepLabels<'_>) -> std::io::Result<()> {
-    let Some(path) = std::env::var_os("SIM_JSON").filter(|p| !p.is_empty()) else {
-        return Ok(());
-    };
+/// The `SIM_JSON` line of `outcome`, without its newline: the outcome's fields flattened, with
+/// `class`, `oracle`, `signature` ([`crate::signature`]), `identity`, `mode`, and `shard` and
+/// `seed_base` (16 hex digits) when set. The fields are listed in the book's environment page;
+/// `fleet merge` reads them.
+pub fn json_line(outcome: &Outcome, identity: &Identity, labels: &LineLabels<'_>) -> String {
     #[derive(serde::Serialize)]
     struct Line<'a> {
         #[serde(flatten)]
@@ -731,11 +732,19 @@ pub(crate) fn append_json(outcome: &Outcome, identity: &Identity, labels: &Sweep
         oracle: failure.and_then(|f| f.oracle.as_deref()),
         signature: outcome.signature(),
         identity,
-        mode: labels.mode,
+        mode: if labels.mode.is_empty() { "replay" } else { labels.mode },
         shard: labels.shard,
         seed_base: labels.seed_base.map(|b| format!("{b:016x}")),
     };
-    let mut text = serde_json::to_string(&line).map_err(std::io::Error::other)?;
+    serde_json::to_string(&line).expect("an outcome serializes: its fields are strings and numbers")
+}
+
+/// Appends `outcome`'s [`json_line`] to the file `SIM_JSON` names (if set).
+pub(crate) fn append_json(outcome: &Outcome, identity: &Identity, labels: &LineLabels<'_>) -> std::io::Result<()> {
+    let Some(path) = std::env::var_os("SIM_JSON").filter(|p| !p.is_empty()) else {
+        return Ok(());
+    };
+    let mut text = json_line(outcome, identity, labels);
     text.push('\n');
     let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
     file.write_all(text.as_bytes())

@@ -93,14 +93,8 @@ fn eight_shards_find_the_same_failing_seeds_and_signatures_as_one_unsharded_run(
     // chosen by wall time, which differs between runs).
     let merge = |inputs: Vec<std::path::PathBuf>, out: &str| {
         let run = fleet::merge(&fleet::MergeOptions {
-            inputs,
-            out: dir.join(out),
             canaries: vec![PLANTED.parse().expect("a canary")],
-            expected: Vec::new(),
-            known: Vec::new(),
-            triage: 0,
-            exec: None,
-            summary_limit: fleet::summary::LIMIT_DEFAULT,
+            ..fleet::MergeOptions::new(inputs, dir.join(out))
         })
         .expect("the merge runs");
         assert_eq!(run.exit(), fleet::Exit::Clean, "the canary is found: {}", run.summary);

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use sim::report::{Identity, Interposed};
-use sim::{Class, Failure, Outcome, Seed};
+use sim::{Failure, Outcome, Seed};
 
 /// A passing outcome of `simulation` at `seed`, with a history hash derived from the seed.
 pub fn outcome(simulation: &str, seed: u64) -> Outcome {
@@ -52,29 +52,8 @@ pub fn identity(commit: &str) -> Identity {
 
 /// A line as the current `sim` writes it, with `shard` when given.
 pub fn line(o: &Outcome, shard: Option<&str>) -> String {
-    #[derive(serde::Serialize)]
-    struct Line<'a> {
-        #[serde(flatten)]
-        outcome: &'a Outcome,
-        class: Option<Class>,
-        oracle: Option<&'a str>,
-        signature: Option<String>,
-        identity: Identity,
-        mode: &'a str,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        shard: Option<&'a str>,
-    }
-    let f = o.failure.as_ref();
-    serde_json::to_string(&Line {
-        outcome: o,
-        class: f.map(|f| f.class),
-        oracle: f.and_then(|f| f.oracle.as_deref()),
-        signature: o.signature(),
-        identity: identity("1a2b3c4d5e6f77889900"),
-        mode: "replay",
-        shard,
-    })
-    .expect("a line serializes")
+    let labels = sim::report::LineLabels { mode: "replay", shard, seed_base: None };
+    sim::report::json_line(o, &identity("1a2b3c4d5e6f77889900"), &labels)
 }
 
 /// A line as an older `sim` wrote it: the outcome, `class`, `oracle`, `identity`; no
@@ -100,16 +79,7 @@ pub fn write(dir: &Path, name: &str, lines: &[String]) -> PathBuf {
 
 /// Merge options over `inputs`, the report in `dir/report`.
 pub fn options(dir: &Path, inputs: &[&Path]) -> fleet::MergeOptions {
-    fleet::MergeOptions {
-        inputs: inputs.iter().map(|p| p.to_path_buf()).collect(),
-        out: dir.join("report"),
-        canaries: vec![],
-        expected: vec![],
-        known: vec![],
-        triage: 0,
-        exec: None,
-        summary_limit: fleet::summary::LIMIT_DEFAULT,
-    }
+    fleet::MergeOptions::new(inputs.iter().map(|p| p.to_path_buf()).collect(), dir.join("report"))
 }
 
 pub fn idempotency(message: &str) -> Failure {

@@ -244,8 +244,8 @@ impl Sweep {
     }
 
     /// What each JSON line says about this sweep.
-    fn labels(&self) -> report::SweepLabels<'_> {
-        report::SweepLabels {
+    fn labels(&self) -> report::LineLabels<'_> {
+        report::LineLabels {
             mode: match self.sim.mode {
                 Mode::Replay => "replay",
                 Mode::Explore => "explore",
