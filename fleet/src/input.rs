@@ -186,9 +186,16 @@ fn run_fingerprint(r: &Record) -> u64 {
 type FileLines = (Vec<Record>, Vec<(usize, String)>, usize);
 
 fn read_file(index: usize, path: &Path) -> Result<FileLines, Error> {
-    let text = std::fs::read_to_string(path).map_err(Error::io(path))?;
+    // Bytes, not a string: a shard killed mid-write can cut a multi-byte character, and that
+    // line alone is malformed (the rest of the file still merges).
+    let bytes = std::fs::read(path).map_err(Error::io(path))?;
     let (mut records, mut malformed, mut lines) = (Vec::new(), Vec::new(), 0);
-    for (n, line) in text.lines().enumerate() {
+    for (n, raw) in bytes.split(|b| *b == b'\n').enumerate() {
+        let Ok(line) = std::str::from_utf8(raw) else {
+            lines += 1;
+            malformed.push((n + 1, "not UTF-8 (a line cut mid-write?)".to_string()));
+            continue;
+        };
         let line = line.trim_end_matches('\r');
         if line.trim().is_empty() {
             continue;

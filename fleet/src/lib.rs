@@ -57,6 +57,17 @@ pub enum Error {
     /// `fleet triage --line` was given neither a JSON line nor a file with a failing line.
     #[error("--line: {0}")]
     BadLine(String),
+    /// Triage was asked for no runs (`--k 0`).
+    #[error("--k 0 runs nothing: give K of 1 or more (4 is the triage rule)")]
+    NoRuns,
+    /// The program a replay line (or `--exec`) names cannot be started: not a verdict on the seed.
+    #[error("cannot start {program:?}: {reason} (give the shipped binary with --exec PROGRAM)")]
+    CannotStart {
+        /// The program.
+        program: String,
+        /// Why.
+        reason: String,
+    },
 }
 
 impl Error {

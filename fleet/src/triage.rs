@@ -164,6 +164,20 @@ struct Reported {
     history_hash: u64,
 }
 
+/// Whether `program` can be started: a path that exists as a file, or a name found on `PATH`.
+fn startable(program: &str) -> Result<(), Error> {
+    let cannot = |reason: &str| Error::CannotStart { program: program.to_string(), reason: reason.to_string() };
+    if program.contains('/') {
+        return if Path::new(program).is_file() { Ok(()) } else { Err(cannot("no such file")) };
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    if std::env::split_paths(&path).any(|dir| dir.join(program).is_file()) {
+        Ok(())
+    } else {
+        Err(cannot("not found on PATH"))
+    }
+}
+
 /// Runs `command` once with `env` on top of its own; returns the lines it wrote to its `SIM_JSON`.
 fn run_once(command: &Command, drop: &[&str], env: &[(&str, String)]) -> Result<Vec<Reported>, String> {
     let json = tempfile::Builder::new()
@@ -209,10 +223,15 @@ fn read_reported(path: &Path) -> Vec<Reported> {
 
 /// Triages `target`: `k` fresh-process replays and one process of `k` explore seeds.
 ///
-/// Errors: [`Error::BadLine`] when its replay line does not parse. A process that cannot start
-/// or reports nothing counts as not reproducing (its note says why).
+/// Errors: [`Error::NoRuns`] for `k == 0`; [`Error::BadLine`] when its replay line does not
+/// parse; [`Error::CannotStart`] when its program is not there. A process that reports nothing
+/// counts as not reproducing (its note says why).
 pub fn triage(target: &Target, k: u32, exec: Option<&str>) -> Result<Triage, Error> {
+    if k == 0 {
+        return Err(Error::NoRuns);
+    }
     let command = parse(&target.replay, exec)?;
+    startable(&command.program)?;
     let mut triage = Triage {
         command: command.to_line(),
         replays_matched: 0,

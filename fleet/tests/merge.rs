@@ -82,6 +82,21 @@ fn a_malformed_line_is_counted_and_named_not_fatal() {
 }
 
 #[test]
+fn a_line_cut_inside_a_multi_byte_character_is_malformed_not_fatal() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let good = line(&failing("cart", 1, idempotency("put#1 charged 2 times")), None);
+    let cut = line(&failing("cart", 2, idempotency("put#2 charged 2 times (…)")), None);
+    let at = cut.find('…').expect("the line holds a multi-byte character") + 1;
+    let mut bytes = format!("{good}\n").into_bytes();
+    bytes.extend_from_slice(&cut.as_bytes()[..at]);
+    let file = dir.path().join("killed.jsonl");
+    std::fs::write(&file, bytes).expect("written");
+    let run = fleet::merge(&options(dir.path(), &[&file])).expect("a cut character is not fatal");
+    assert_eq!((run.inputs.malformed_count, run.merged.totals.runs), (1, 1));
+    assert_eq!(run.inputs.malformed[0].at, format!("{}:2", file.display()));
+}
+
+#[test]
 fn older_lines_without_the_new_fields_merge_with_a_computed_signature() {
     let dir = tempfile::tempdir().expect("a temp dir");
     let old = failing("cart", 2, idempotency("put#2 charged 2 times"));

@@ -141,3 +141,17 @@ fn triage_of_a_line_that_passed_or_does_not_parse_is_bad_usage() {
     assert_eq!(run("{not json").status.code(), Some(3));
     assert_eq!(run("/no/such/file").status.code(), Some(3));
 }
+
+#[test]
+fn triage_that_cannot_run_anything_is_bad_usage_not_a_verdict() {
+    let failing = r#"{"simulation":"a","seed":1,"failure":{"class":"correctness","oracle":"o","message":"m","at_nanos":null},"history_hash":"0000000000000001","events":0,"schedule_hash":"0000000000000000","polls":0,"fake_nanos":0,"wall_nanos":0,"swarm":"","interposed":{"getrandom_calls":0,"getrandom_bytes":0,"clock_reads":0},"replay":"SIM_SEED=1 /no/such/program --seeds 3","replays":null,"trace":null}"#;
+    let out = Command::new(env!("CARGO_BIN_EXE_fleet")).args(["triage", "--line", failing]).output().expect("runs");
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot start \"/no/such/program\""));
+    let out = Command::new(env!("CARGO_BIN_EXE_fleet"))
+        .args(["triage", "--k", "0", "--exec", FIXTURE, "--line", failing])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--k 0 runs nothing"));
+}

@@ -18,6 +18,7 @@
 //! | [`outcome`] | [`OpOutcome`]: ok / failed / indeterminate, shared by workloads and checkers |
 //! | [`report`] | failure classes, identity, replay lines, traces, JSON summaries |
 //! | [`signature`] | the signature a fleet merge deduplicates failures by |
+//! | [`seed_base`] | seeds from the build: a seed base from the commit, CI event, job and salt |
 //! | [`trace`] | the run's `tracing` subscriber on fake time (given its clock) |
 //! | `checks` | the registry of a run's checks and their [`Verdict`](check::Verdict)s (private) |
 //! | `recorder` | the live history + trace + per-event checks of a run (private) |
@@ -46,6 +47,7 @@
 //! recorder                              history + trace + per-event checks
 //! checks                                Verdict, the registry (generic over Ctx)
 //! trace                                 given its clock
+//! seed_base                             seeds from the build (over seed, report)
 //! signature                             failure signatures (over report)
 //! report                                Failure, Outcome, Report
 //! swarm · history · outcome · oracle    leaves (over seed)

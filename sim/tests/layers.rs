@@ -9,8 +9,27 @@ use std::path::Path;
 /// `sim`'s top-level modules, bottom to top (as the crate docs draw them). A module may import
 /// from modules before it in this list, never from one after it.
 const ORDER: &[&str] = &[
-    "seed", "oracle", "history", "outcome", "swarm", "report", "signature", "trace", "checks", "recorder", "driver", "runtime",
-    "fault", "net", "run", "workload", "check", "nemesis", "node", "prelude",
+    "seed",
+    "oracle",
+    "history",
+    "outcome",
+    "swarm",
+    "report",
+    "signature",
+    "seed_base",
+    "trace",
+    "checks",
+    "recorder",
+    "driver",
+    "runtime",
+    "fault",
+    "net",
+    "run",
+    "workload",
+    "check",
+    "nemesis",
+    "node",
+    "prelude",
 ];
 
 fn src() -> std::path::PathBuf {

@@ -260,6 +260,11 @@ fn main() -> ExitCode {
             row.reports.push(report);
         }
         round += 1;
+        // A shard given fewer positions than a round holds runs nothing: no point in more rounds.
+        let ran_nothing = rows.iter().all(|r| r.reports.last().is_none_or(|rep| rep.outcomes.is_empty()));
+        if ran_nothing {
+            break;
+        }
         // A replay runs its seed once; a budget runs rounds until it is spent.
         match args.budget {
             Some(budget) if !seeds_given && started.elapsed() < budget && args.rounds.is_none_or(|r| round < r) => {

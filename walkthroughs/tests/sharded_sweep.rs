@@ -205,3 +205,21 @@ fn failures_of_later_rounds_are_confirmed_in_fresh_processes_too() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_replay_line_replays_in_a_shell_a_shard_left_sim_shard_in() {
+    // Seed 3 of the planted variant fails; shard 1/8 would not hold it (position 0 of one seed).
+    let (code, text) = main_job(&[("SIM_ONLY", PLANTED), ("SIM_SEED", "3"), ("SIM_SHARD", "1/8")], &["--seeds", "300"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("seed 3: correctness [goaway-first]"), "the seed ran and failed: {text}");
+}
+
+#[test]
+fn a_shard_with_no_seeds_in_a_round_stops_instead_of_spinning() {
+    let (code, text) = main_job(
+        &[("SIM_ONLY", "wallet"), ("SIM_SHARD", "5/9")],
+        &["--seeds", "4", "--budget", "1h", "--rounds", "1000"],
+    );
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("budget 3600s: 1 round of 4 seeds per variant, 0 seeds run"), "{text}");
+}

@@ -145,7 +145,8 @@ struct Shard {
 /// `SIM_SHARD=i/n`: the seeds at positions `i` modulo `n`, and the [`Shard`].
 fn shard(mut seeds: Vec<Seed>) -> Result<(Vec<Seed>, Option<Shard>), ConfigError> {
     let mut shard_note = None;
-    if let Some(shard) = env_var("SIM_SHARD") {
+    // A replay line (`SIM_SEED=…`) runs its seed even in a shell a shard left `SIM_SHARD` in.
+    if let Some(shard) = env_var("SIM_SHARD").filter(|_| env_var("SIM_SEED").is_none()) {
         let bad = || ConfigError::Invalid { var: "SIM_SHARD", value: shard.clone(), expected: "i/n with i < n" };
         let (i, n) = shard.split_once('/').ok_or_else(bad)?;
         let (i, n): (usize, usize) = (i.trim().parse().map_err(|_| bad())?, n.trim().parse().map_err(|_| bad())?);
