@@ -107,9 +107,9 @@ pub mod runtime;
 #[cfg(tokio_unstable)]
 pub mod seed;
 #[cfg(tokio_unstable)]
-pub mod signature;
-#[cfg(tokio_unstable)]
 pub mod seed_base;
+#[cfg(tokio_unstable)]
+pub mod signature;
 #[cfg(tokio_unstable)]
 pub mod swarm;
 #[cfg(tokio_unstable)]
