@@ -183,7 +183,7 @@ impl MergeRun {
 pub fn merge(options: &MergeOptions) -> Result<MergeRun, Error> {
     let policy = verdict::Policy::new(options.canaries.clone(), options.expected.clone(), &options.known)?;
     let inputs = input::read(&options.inputs, Some(&options.out))?;
-    let mut merged = merge::merge(&inputs, &policy);
+    let mut merged = merge::merge(&inputs, |s| policy.status(s));
     for s in &mut merged.signatures {
         s.trace_tail =
             s.runs.iter().take(trace::RUNS_TRIED_MAX).find_map(|&i| trace::tail(&inputs.records[i], &inputs));

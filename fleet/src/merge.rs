@@ -16,7 +16,6 @@ use std::path::PathBuf;
 use crate::input::{Inputs, Record};
 use crate::trace::Tail;
 use crate::triage::Triage;
-use crate::verdict::{Policy, Status};
 
 /// A fast hash for the merge's maps (keys are our own strings and seeds, not an attacker's).
 type Fast = xxhash_rust::xxh3::Xxh3DefaultBuilder;
@@ -90,7 +89,7 @@ pub struct Signature {
     pub oracle: Option<String>,
     /// Whether this is a divergence across shards rather than a failure.
     pub diverged: bool,
-    /// Its standing (set by the merge from the [`Policy`]).
+    /// Its standing (set by the merge from the [`crate::verdict::Policy`]).
     pub status: Status,
     /// Failing runs with this signature (diverging seeds, for a divergence).
     pub count: usize,
@@ -226,8 +225,9 @@ fn signature_of(name: String, runs: &[usize], inputs: &Inputs, diverged: bool) -
     }
 }
 
-/// Merges the inputs' records; statuses come from `policy`.
-pub fn merge(inputs: &Inputs, policy: &Policy) -> Merged {
+/// Merges the inputs' records; each signature's status comes from `status_of` (the policy's,
+/// [`crate::verdict::Policy::status`]).
+pub fn merge(inputs: &Inputs, status_of: impl Fn(&Signature) -> Status) -> Merged {
     let mut totals = Totals {
         lines: inputs.lines,
         runs: inputs.records.len(),
@@ -275,7 +275,7 @@ pub fn merge(inputs: &Inputs, policy: &Policy) -> Merged {
         by_signature.into_iter().map(|(name, runs)| signature_of(name.to_string(), &runs, inputs, false)).collect();
     signatures.extend(divergences(repeated, inputs));
     for s in &mut signatures {
-        s.status = policy.status(s);
+        s.status = status_of(s);
     }
     signatures.sort_by(|a, b| {
         (a.status, std::cmp::Reverse(a.count), &a.signature).cmp(&(b.status, std::cmp::Reverse(b.count), &b.signature))
@@ -327,4 +327,30 @@ fn divergences(repeated: BTreeMap<usize, Vec<usize>>, inputs: &Inputs) -> Vec<Si
             s
         })
         .collect()
+}
+
+/// A signature's standing.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Status {
+    /// Not expected, not known: fails the merge (exit 1).
+    New,
+    /// A canary's failure.
+    Canary,
+    /// A failure of an `--expected` simulation.
+    Expected,
+    /// Listed in a `--known` file.
+    Known,
+}
+
+impl Status {
+    /// Its name as printed.
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::New => "new",
+            Status::Canary => "canary",
+            Status::Expected => "expected",
+            Status::Known => "known",
+        }
+    }
 }

@@ -14,6 +14,7 @@ use std::path::Path;
 use std::str::FromStr;
 
 use crate::merge::Signature;
+pub use crate::merge::Status;
 use crate::{Error, Exit};
 
 /// A planted bug every fleet run must find: `SIMULATION` or `SIMULATION:ORACLE`.
@@ -101,32 +102,6 @@ impl Canary {
         !signature.diverged
             && signature.simulation == self.simulation
             && self.oracle.as_ref().is_none_or(|o| signature.oracle.as_ref() == Some(o))
-    }
-}
-
-/// A signature's standing.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Status {
-    /// Not expected, not known: fails the merge (exit 1).
-    New,
-    /// A canary's failure.
-    Canary,
-    /// A failure of an `--expected` simulation.
-    Expected,
-    /// Listed in a `--known` file.
-    Known,
-}
-
-impl Status {
-    /// Its name as printed.
-    pub fn name(self) -> &'static str {
-        match self {
-            Status::New => "new",
-            Status::Canary => "canary",
-            Status::Expected => "expected",
-            Status::Known => "known",
-        }
     }
 }
 
