@@ -95,7 +95,11 @@ fn a_deterministic_failure_replays_exactly_and_explore_counts_its_seeds() {
     let s = &run.merged.signatures[0];
     assert_eq!(s.signature, "flaky_seeds · correctness [planted] · seed N hit the planted bug");
     assert_eq!(s.seeds, vec![0, 3, 6, 9]);
-    assert!(s.fastest.replay.contains("cargo run -p fleet --bin fleet-fixture-flaky"), "{}", s.fastest.replay);
+    // The replay line names the profile the fixture was built with (`--release` under `cargo test --release`).
+    let built_in = Path::new(FIXTURE).parent().and_then(Path::file_name).and_then(|n| n.to_str());
+    let profile = if built_in == Some("release") { " --release" } else { "" };
+    let cargo_line = format!("cargo run{profile} -p fleet --bin fleet-fixture-flaky");
+    assert!(s.fastest.replay.contains(&cargo_line), "{}", s.fastest.replay);
     let t = s.triage.as_ref().expect("a new signature is triaged");
     assert_eq!(t.replay_label(), "replays exactly (4 of 4)", "{:?}", t.replay_notes);
     assert_eq!(t.command, format!("SIM_SEED={} SIM_ONLY=flaky_seeds {FIXTURE}", s.fastest.seed));
