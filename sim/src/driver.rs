@@ -23,6 +23,11 @@
 //!
 //! The queue holds at most [`Driver::PENDING_MAX`] events; scheduling more is a runaway schedule
 //! and panics (class *panic*) naming the bound.
+//!
+//! The driver also keeps the run's harness knobs, because every fault and operation start passes
+//! through it: it numbers each scheduled fault ([`crate::fault::at`], 1-based in scheduling order)
+//! and says whether `SIM_DROP_FAULTS` drops it, and it caps each workload's operation starts at
+//! `SIM_MAX_OPS` and counts them (both reported in the run's [`crate::Outcome`]).
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
@@ -30,6 +35,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::fault::FaultRecord;
 use crate::recorder::Recorder;
 use crate::seed::Source;
 
@@ -107,6 +113,20 @@ struct Inner {
     notify: tokio::sync::Notify,
     recorder: Arc<Recorder>,
     explore: bool,
+    knobs: Mutex<Knobs>,
+}
+
+/// The run's fault numbering and operation cap (see the module docs).
+#[derive(Default)]
+struct Knobs {
+    /// Fault numbers (1-based) whose install and release do nothing.
+    drop_faults: BTreeSet<usize>,
+    /// Every scheduled fault so far, in scheduling order.
+    faults: Vec<FaultRecord>,
+    /// The most operations one workload run starts.
+    max_ops: Option<u64>,
+    /// Operations started by the run's workloads so far.
+    operations: u64,
 }
 
 /// A handle to the run's event queue. Cheap to clone; get the run's own with
@@ -147,8 +167,54 @@ impl Driver {
                 notify: tokio::sync::Notify::new(),
                 recorder,
                 explore,
+                knobs: Mutex::default(),
             }),
         }
+    }
+
+    fn knobs(&self) -> std::sync::MutexGuard<'_, Knobs> {
+        self.inner.knobs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Sets the run's knobs: the fault numbers to drop and the operation cap per workload run.
+    pub(crate) fn set_knobs(&self, drop_faults: BTreeSet<usize>, max_ops: Option<u64>) {
+        let mut knobs = self.knobs();
+        knobs.drop_faults = drop_faults;
+        knobs.max_ops = max_ops;
+    }
+
+    /// Numbers a fault scheduled at fake time `at` as `label` (1-based, in scheduling order);
+    /// returns its number and whether it is dropped.
+    pub(crate) fn number_fault(&self, label: &str, at: Duration) -> (usize, bool) {
+        let mut knobs = self.knobs();
+        let number = knobs.faults.len() + 1;
+        let dropped = knobs.drop_faults.contains(&number);
+        let at_nanos = u64::try_from(at.as_nanos()).unwrap_or(u64::MAX);
+        knobs.faults.push(FaultRecord { number, label: label.to_string(), at_nanos, dropped });
+        (number, dropped)
+    }
+
+    /// Every fault scheduled so far ([`crate::fault::at`]), in scheduling order.
+    pub(crate) fn faults(&self) -> Vec<FaultRecord> {
+        self.knobs().faults.clone()
+    }
+
+    /// How many of `wanted` operations a workload run starts (at most the run's cap), counted.
+    pub(crate) fn start_operations(&self, wanted: u64) -> u64 {
+        let mut knobs = self.knobs();
+        let started = knobs.max_ops.map_or(wanted, |max| wanted.min(max));
+        knobs.operations = knobs.operations.saturating_add(started);
+        started
+    }
+
+    /// Operations the run's workloads started so far.
+    pub(crate) fn operations(&self) -> u64 {
+        self.knobs().operations
+    }
+
+    /// The run's recorder (for events that record what they did themselves).
+    pub(crate) fn recorder(&self) -> Arc<Recorder> {
+        Arc::clone(&self.inner.recorder)
     }
 
     fn queue(&self) -> std::sync::MutexGuard<'_, Queue> {

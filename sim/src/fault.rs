@@ -19,6 +19,12 @@
 //!
 //! A fault that is a single action (a reset, a crash) installs as that action and undoes as
 //! nothing.
+//!
+//! Every [`at`] of a run is numbered, 1-based in scheduling order, and listed in the run's
+//! [`crate::Outcome::faults`] ([`FaultRecord`]). `SIM_DROP_FAULTS=2,5`
+//! ([`crate::Simulation::drop_faults`]) drops faults by number: their install and release events
+//! still fire at their times (so every other event keeps its place in the driver's order) but do
+//! nothing, and the history records `fault N dropped: <label>` in place of the install.
 
 use std::fmt;
 use std::future::Future;
@@ -26,6 +32,20 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::driver::{Driver, Event, EventId};
+
+/// One fault a run scheduled with [`at`], as [`crate::Outcome::faults`] lists it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FaultRecord {
+    /// Its number: 1 for the run's first [`at`], in scheduling order (what `SIM_DROP_FAULTS`
+    /// names).
+    pub number: usize,
+    /// What it does ([`Fault::describe`]).
+    pub label: String,
+    /// When it was scheduled to install: fake time since the run started, in nanoseconds.
+    pub at_nanos: u64,
+    /// Whether `SIM_DROP_FAULTS` dropped it (its events fired and did nothing).
+    pub dropped: bool,
+}
 
 /// How to undo an installed fault on its target.
 pub type Undo<T> = Box<dyn FnOnce(&T) + Send>;
@@ -93,9 +113,24 @@ pub fn install<T: Target>(target: &T, fault: impl Fault<T>) -> FaultGuard {
 /// harness event of `driver` (the run's, [`crate::Ctx::driver`]); say when it ends with
 /// [`Scheduled::lasting`] or [`Scheduled::until`] (or keep it with [`Scheduled::forever`]). A
 /// time already past means now.
+///
+/// The fault gets the run's next fault number; if `SIM_DROP_FAULTS` names it, its events fire
+/// but do nothing (see the module docs).
 pub fn at<T: Target>(driver: &Driver, target: &T, at: Duration, fault: impl Fault<T>) -> Scheduled {
     let slot: Arc<Mutex<Slot>> = Arc::default();
     let label = fault.describe();
+    let (number, dropped) = driver.number_fault(&label, at);
+    if dropped {
+        // Same kind and identity as the install (ties sort by them), recorded as dropped.
+        let recorder = driver.recorder();
+        let detail = format!("dropped: {label}");
+        let event = target.event(Phase::Install, &label).unrecorded().action(move || {
+            recorder.record_at(recorder.elapsed(), "fault", &number.to_string(), &detail);
+        });
+        let id = driver.at(at, event);
+        let release = target.event(Phase::Release, &label).unrecorded();
+        return Scheduled { driver: driver.clone(), release, slot, at, id };
+    }
     let (owner, slot2) = (target.clone(), Arc::clone(&slot));
     let event = target.event(Phase::Install, &label).action(move || {
         let guard = install(&owner, fault);

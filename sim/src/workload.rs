@@ -11,6 +11,12 @@
 //! Swarm dimensions: `workload.<op>` (a flag, p = 0.85: some runs leave an operation out;
 //! at least one stays), `workload.clients` (1–4 client hosts).
 //!
+//! `SIM_MAX_OPS=N` ([`crate::Simulation::max_operations`]) caps every [`Workload::run`] at
+//! `min(budget.ops, N)` operations: the whole schedule is still drawn, and only the `N` that
+//! start first start, at the same times from the same clients with the same ids and choices as
+//! in the uncapped run (the others' events fire and do nothing). The run's
+//! [`crate::Outcome::operations`] counts the operations started.
+//!
 //! Edge cases, by design: an operation of weight 0 is never drawn (it can still be run by name
 //! with [`Workload::run_one`]); a workload with no operation of weight above 0 runs nothing and
 //! returns no records; operations still running at the drain deadline are stopped (their tasks
@@ -250,8 +256,8 @@ impl<M: Send + 'static> Workload<M> {
         Some(run_op(self, ctx, op, client.to_string(), key, &Running::default(), 0).await)
     }
 
-    /// Draws the schedule and runs it: `budget.ops` operations at seeded times in
-    /// `budget.window`, each a driver event, from `workload.clients` client hosts; waits for them
+    /// Draws the schedule and runs it: `budget.ops` operations (at most `SIM_MAX_OPS`) at seeded
+    /// times in `budget.window`, each a driver event, from `workload.clients` client hosts; waits for them
     /// (at most `budget.drain` after the window) and returns their records in start order.
     /// Operations still running at the drain deadline are stopped (their tasks aborted) and
     /// recorded [`OpOutcome::Indeterminate`]. Operations of weight 0 are never drawn; with none of
@@ -302,16 +308,33 @@ impl<M: Send + 'static> Workload<M> {
         let weights: Vec<u64> = enabled.iter().map(|o| o.weight).collect();
         let mut plan = ctx.source("workload/plan");
         let start = ctx.elapsed();
+        // The whole plan is drawn, capped or not, so the operations that start are the same.
+        let drawn: Vec<(Operation<M>, Duration)> = (0..budget.ops)
+            .map(|_| {
+                let index = plan.weighted(&weights).expect("every weight is above 0");
+                (enabled[index].clone(), start + plan.duration(Duration::ZERO..=budget.window))
+            })
+            .collect();
+        // Under `SIM_MAX_OPS` the earliest ones start: the same operations with the same ids
+        // (ids go in start order) and so the same choices as the first ones of the uncapped run.
+        let mut by_time: Vec<u64> = (0..budget.ops).collect();
+        by_time.sort_by_key(|&n| (drawn[n as usize].1, n));
+        let starts = ctx.driver().start_operations(budget.ops);
+        let started: std::collections::BTreeSet<u64> = by_time.into_iter().take(starts as usize).collect();
         let mut scheduled = Vec::new();
-        for n in 0..budget.ops {
-            let index = plan.weighted(&weights).expect("every weight is above 0");
-            let op = enabled[index].clone();
-            let at = start + plan.duration(Duration::ZERO..=budget.window);
+        for (n, (op, at)) in (0..budget.ops).zip(drawn) {
             let client = format!("client-{}", n % clients);
+            let event = Event::new("op.schedule", format!("{}@{client}", op.name)).unrecorded();
+            if !started.contains(&n) {
+                // Drawn, not started: its event still fires, doing nothing, so the driver's draws
+                // and order for every other event stay as without the cap.
+                scheduled.push(ctx.driver().at(at, event));
+                continue;
+            }
             let (workload, ctx2, tx, running) = (self.clone(), ctx.clone(), tx.clone(), running.clone());
             let event = ctx.driver().at(
                 at,
-                Event::new("op.schedule", format!("{}@{client}", op.name)).unrecorded().action(move || {
+                event.action(move || {
                     let ops = running.clone();
                     let task = tokio::spawn(async move {
                         let record = run_op(&workload, &ctx2, op, client, None, &ops, n).await;

@@ -1,6 +1,7 @@
 //! What a sweep is configured with: the [`Mode`], the [`Seeds`] and the [`ConfigError`] a bad
 //! value gives.
 
+use std::collections::BTreeSet;
 use std::ops::Range;
 use std::str::FromStr;
 
@@ -139,6 +140,36 @@ impl Seeds {
     }
 }
 
+/// What `SIM_DROP_FAULTS` takes.
+const DROP_FAULTS_EXPECTED: &str = "fault numbers such as 2,5 (1-based, as an outcome's faults list numbers them)";
+
+/// Parses `SIM_DROP_FAULTS`: fault numbers, comma-separated, each at least 1 (`2,5`).
+///
+/// # Errors
+/// [`ConfigError::Invalid`] naming `SIM_DROP_FAULTS` and the value, for an empty item, a number
+/// that does not parse, or 0.
+pub(crate) fn parse_drop_faults(text: &str) -> Result<BTreeSet<usize>, ConfigError> {
+    let bad = || ConfigError::Invalid { var: "SIM_DROP_FAULTS", value: text.to_string(), expected: DROP_FAULTS_EXPECTED };
+    text.split(',').map(|item| item.trim().parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(bad)).collect()
+}
+
+/// Parses `SIM_MAX_OPS`: a count of operations (`0` runs none).
+///
+/// # Errors
+/// [`ConfigError::Invalid`] naming `SIM_MAX_OPS` and the value when it is not a count.
+pub(crate) fn parse_max_ops(text: &str) -> Result<u64, ConfigError> {
+    text.trim().parse().map_err(|_| ConfigError::Invalid {
+        var: "SIM_MAX_OPS",
+        value: text.to_string(),
+        expected: "a count of operations each workload run starts at most, such as 7",
+    })
+}
+
+/// The `SIM_DROP_FAULTS` text of `numbers` (`2,5`).
+pub(crate) fn format_drop_faults(numbers: &BTreeSet<usize>) -> String {
+    numbers.iter().map(usize::to_string).collect::<Vec<_>>().join(",")
+}
+
 fn os_random_u64() -> u64 {
     let mut bytes = [0u8; 8];
     // Called on a sweep thread, never a simulation thread: this is the OS's entropy.
@@ -216,6 +247,24 @@ mod tests {
             "0..100000000000".parse::<Seeds>().and_then(|s| s.resolve()),
             Err(ConfigError::TooManySeeds(100_000_000_000))
         ));
+    }
+
+    #[test]
+    fn drop_faults_and_max_ops_parse_or_name_the_variable() {
+        assert_eq!(parse_drop_faults("2,5"), Ok(BTreeSet::from([2, 5])));
+        assert_eq!(parse_drop_faults(" 3 , 1,3"), Ok(BTreeSet::from([1, 3])));
+        assert_eq!(format_drop_faults(&BTreeSet::from([5, 2])), "2,5");
+        for bad in ["0", "1,,2", "x", "2;5", "-1", ","] {
+            let err = parse_drop_faults(bad).expect_err(bad);
+            assert_eq!(
+                err.to_string(),
+                format!("SIM_DROP_FAULTS={bad:?}: expected fault numbers such as 2,5 (1-based, as an outcome's faults list numbers them)")
+            );
+        }
+        assert_eq!(parse_max_ops("7"), Ok(7));
+        assert_eq!(parse_max_ops("0"), Ok(0));
+        let err = parse_max_ops("seven").expect_err("not a count");
+        assert!(err.to_string().starts_with("SIM_MAX_OPS=\"seven\": expected a count"), "{err}");
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! wall-clock watchdog around it all.
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -32,6 +32,10 @@ pub(crate) struct RunSpec {
     pub horizon: Duration,
     pub time_limit: Duration,
     pub swarm: BTreeMap<String, String>,
+    /// Fault numbers whose events do nothing (`SIM_DROP_FAULTS`, see `crate::fault`).
+    pub drop_faults: BTreeSet<usize>,
+    /// The most operations one `Workload::run` starts (`SIM_MAX_OPS`).
+    pub max_ops: Option<u64>,
     pub allow_recovered_panics: bool,
     pub enable_io: bool,
     pub keep_trace: bool,
@@ -48,6 +52,8 @@ impl RunSpec {
             horizon: sim.horizon,
             time_limit: sim.time_limit,
             swarm,
+            drop_faults: sim.drop_faults.clone(),
+            max_ops: sim.max_ops,
             allow_recovered_panics: sim.allow_recovered_panics,
             enable_io: sim.enable_io,
             keep_trace: true,
@@ -358,6 +364,7 @@ impl Live {
         let recorder = Arc::new(Recorder::new(run_trace, start, Arc::clone(&checks) as _));
         let explore = run_spec.mode == Mode::Explore;
         let driver = Driver::new(Arc::clone(&recorder), tree.prng("driver/ties"), explore);
+        driver.set_knobs(run_spec.drop_faults.clone(), run_spec.max_ops);
         let shared = Arc::new(Shared {
             name: run_spec.name.clone(),
             seed: run_spec.seed,

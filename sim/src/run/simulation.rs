@@ -1,7 +1,7 @@
 //! The [`Simulation`] builder: a name, its seeds and bounds (run with [`Simulation::run`], in
 //! [`super::sweep`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::ops::Range;
 use std::pin::Pin;
@@ -52,6 +52,14 @@ pub struct Simulation {
     pub(crate) seed_lines: bool,
     pub(crate) progress: bool,
     pub(crate) stop_after_failures: Option<usize>,
+    /// Fault numbers (1-based) dropped from every run (`SIM_DROP_FAULTS`).
+    pub(crate) drop_faults: BTreeSet<usize>,
+    /// The most operations each `Workload::run` starts (`SIM_MAX_OPS`).
+    pub(crate) max_ops: Option<u64>,
+    /// Set by [`Simulation::minimize`] for its attempts: these swarm overrides win over
+    /// `SIM_SWARM` and go into the replay line's `SIM_SWARM`, and `SIM_DROP_FAULTS`/`SIM_MAX_OPS`
+    /// and the seed variables are not read (the minimizer read them once).
+    pub(crate) attempt: Option<BTreeMap<String, String>>,
 }
 
 impl Simulation {
@@ -87,6 +95,9 @@ impl Simulation {
             seed_lines: true,
             progress: false,
             stop_after_failures: None,
+            drop_faults: BTreeSet::new(),
+            max_ops: None,
+            attempt: None,
         }
     }
 
@@ -200,6 +211,25 @@ impl Simulation {
     /// terminal; a line per tenth of the seeds otherwise). Off by default.
     pub fn progress(mut self, on: bool) -> Self {
         self.progress = on;
+        self
+    }
+
+    /// Drops these faults from every run (`SIM_DROP_FAULTS=2,5` overrides): the run's faults
+    /// scheduled with [`crate::fault::at`] are numbered from 1 in scheduling order (as
+    /// [`crate::Outcome::faults`] lists them); a dropped one's install and release events still
+    /// fire but do nothing, and the history records `fault N dropped: <label>`. The replay line
+    /// carries `SIM_DROP_FAULTS`.
+    pub fn drop_faults(mut self, numbers: impl IntoIterator<Item = usize>) -> Self {
+        self.drop_faults = numbers.into_iter().collect();
+        self
+    }
+
+    /// Starts at most `n` operations in each [`crate::workload::Workload::run`] (`SIM_MAX_OPS`
+    /// overrides): the schedule is drawn in full, and only its first `n` operations start, at the
+    /// times and with the choices they have without the cap. The replay line carries
+    /// `SIM_MAX_OPS`.
+    pub fn max_operations(mut self, n: u64) -> Self {
+        self.max_ops = Some(n);
         self
     }
 

@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::config::{ConfigError, Mode, Seeds};
+use super::config::{self, ConfigError, Mode, Seeds};
 use super::ctx::Ctx;
 use super::once::{self, RunResult, RunSpec};
 use super::simulation::{Body, BoxFuture, Simulation};
@@ -91,6 +91,14 @@ fn apply_env(sim: &mut Simulation) -> Result<(), ConfigError> {
             value: w,
             expected: "a positive duration such as 30s",
         })?;
+    }
+    if sim.attempt.is_none() {
+        if let Some(text) = env_var("SIM_DROP_FAULTS") {
+            sim.drop_faults = config::parse_drop_faults(&text)?;
+        }
+        if let Some(text) = env_var("SIM_MAX_OPS") {
+            sim.max_ops = Some(config::parse_max_ops(&text)?);
+        }
     }
     Ok(())
 }
@@ -201,16 +209,27 @@ impl Sweep {
     pub(crate) fn new(sim: &Simulation) -> Result<Sweep, ConfigError> {
         let mut sim = sim.clone();
         let skip = env_var("SIM_ONLY").filter(|only| *only != sim.name);
+        let builder_seeds = sim.seeds.clone();
         apply_env(&mut sim)?;
+        if sim.attempt.is_some() {
+            // A minimizer's attempt runs the seed it names, whatever SIM_SEED(S) say, and in this
+            // process only (a fresh process would not know the attempt's overrides).
+            sim.seeds = builder_seeds;
+            sim.confirm = 0;
+            sim.repeat_processes = 0;
+        }
         let trace_all = trace_all_from_env()?;
         check_log_and_json()?;
         let mut swarm = sim.swarm.clone();
-        if let Some(text) = env_var("SIM_SWARM") {
+        if let Some(attempt) = &sim.attempt {
+            swarm.extend(attempt.clone());
+        } else if let Some(text) = env_var("SIM_SWARM") {
             let overrides = swarm::parse_overrides(&text)?;
             swarm.extend(overrides);
         }
         let seed_base = matches!(sim.seeds, Seeds::Build(_)).then(seed_base::build_base);
-        let (seeds, shard_note) = shard(sim.seeds.resolve()?)?;
+        let (seeds, shard_note) =
+            if sim.attempt.is_some() { (sim.seeds.resolve()?, None) } else { shard(sim.seeds.resolve()?)? };
         let child_out = env_var("SIM_CHILD_OUT").map(PathBuf::from);
         let child_throwaway = env_parse::<u32>("SIM_CHILD_THROWAWAY", "a count")?.unwrap_or(0);
         if child_out.is_some() {
@@ -262,8 +281,23 @@ impl Sweep {
         if self.sim.mode == Mode::Explore {
             env.push(("SIM_MODE".to_string(), "explore".to_string()));
         }
-        if let Some(text) = env_var("SIM_SWARM") {
-            env.push(("SIM_SWARM".to_string(), text));
+        match &self.sim.attempt {
+            Some(attempt) if !attempt.is_empty() => {
+                let text = attempt.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",");
+                env.push(("SIM_SWARM".to_string(), text));
+            }
+            Some(_) => {}
+            None => {
+                if let Some(text) = env_var("SIM_SWARM") {
+                    env.push(("SIM_SWARM".to_string(), text));
+                }
+            }
+        }
+        if !self.sim.drop_faults.is_empty() {
+            env.push(("SIM_DROP_FAULTS".to_string(), config::format_drop_faults(&self.sim.drop_faults)));
+        }
+        if let Some(n) = self.sim.max_ops {
+            env.push(("SIM_MAX_OPS".to_string(), n.to_string()));
         }
         if !self.invocation.is_test() {
             env.push(("SIM_ONLY".to_string(), self.sim.name.clone()));
