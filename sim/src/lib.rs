@@ -83,6 +83,8 @@ pub mod driver;
 #[cfg(tokio_unstable)]
 pub mod fault;
 #[cfg(tokio_unstable)]
+pub mod fuzz;
+#[cfg(tokio_unstable)]
 pub mod history;
 #[cfg(tokio_unstable)]
 pub mod nemesis;

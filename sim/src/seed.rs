@@ -99,6 +99,11 @@ fn splitmix64(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// Lemire's multiply-shift: a 64-bit draw scaled into `0..n`.
+fn lemire(raw: u64, n: u64) -> u64 {
+    ((u128::from(raw) * u128::from(n)) >> 64) as u64
+}
+
 /// Finite fuzz bytes, consumed front to back by every stream of a run.
 #[derive(Debug, Default)]
 struct ByteFeed {
@@ -128,6 +133,35 @@ impl ByteFeed {
 enum Feed {
     Prng(Box<ChaCha8Rng>),
     Bytes(Arc<Mutex<ByteFeed>>),
+    /// A PRNG that also writes every value it answers to a shared [`Tape`], encoded the way the
+    /// byte feed decodes it, so the tape fed back as fuzz bytes answers the same values.
+    Recording(Box<ChaCha8Rng>, Tape),
+}
+
+/// The choice bytes of a run, written by recording sources in draw order (see
+/// [`Tree::recording`]). Fed back with [`Source::from_bytes`] (as one run's fuzz input, under
+/// the same root seed) every draw answers the value the recorded run drew.
+#[derive(Debug, Clone, Default)]
+pub struct Tape {
+    bytes: Arc<Mutex<Vec<u8>>>,
+}
+
+impl Tape {
+    /// An empty tape.
+    pub fn new() -> Tape {
+        Tape::default()
+    }
+
+    /// The bytes written so far.
+    pub fn bytes(&self) -> Vec<u8> {
+        self.bytes.lock().map(|b| b.clone()).unwrap_or_else(|p| p.into_inner().clone())
+    }
+
+    /// Appends the low `n` bytes of `value`, big-endian (what the byte feed's `take(n)` reads).
+    fn write(&self, value: u64, n: usize) {
+        let mut bytes = self.bytes.lock().unwrap_or_else(|p| p.into_inner());
+        bytes.extend_from_slice(&value.to_be_bytes()[8 - n..]);
+    }
 }
 
 /// A stream of choices: a seeded PRNG or finite fuzz bytes (see the module docs).
@@ -159,10 +193,15 @@ impl Source {
         Source::from_bytes(rest.take_rest().to_vec())
     }
 
+    /// A PRNG source keyed from `seed` that writes every value it answers to `tape`.
+    pub fn recording(seed: Seed, tape: Tape) -> Source {
+        Source { feed: Feed::Recording(Box::new(ChaCha8Rng::from_seed(seed.bytes32())), tape) }
+    }
+
     /// Whether this is a byte-fed source whose bytes are used up. A PRNG is never exhausted.
     pub fn is_exhausted(&self) -> bool {
         match &self.feed {
-            Feed::Prng(_) => false,
+            Feed::Prng(_) | Feed::Recording(..) => false,
             Feed::Bytes(feed) => feed.lock().map(|f| f.exhausted()).unwrap_or(true),
         }
     }
@@ -177,6 +216,7 @@ impl Source {
     pub(crate) fn sibling(&self, seed: Seed) -> Source {
         match &self.feed {
             Feed::Prng(_) => Source::from_seed(seed),
+            Feed::Recording(_, tape) => Source::recording(seed, tape.clone()),
             Feed::Bytes(feed) => Source { feed: Feed::Bytes(Arc::clone(feed)) },
         }
     }
@@ -189,6 +229,11 @@ impl Source {
     fn raw(&mut self, bytes: usize) -> u64 {
         match &mut self.feed {
             Feed::Prng(rng) => rng.next_u64(),
+            Feed::Recording(rng, tape) => {
+                let value = rng.next_u64();
+                tape.write(value, bytes);
+                value
+            }
             Feed::Bytes(feed) => match feed.lock() {
                 Ok(mut f) => f.take(bytes),
                 Err(poisoned) => poisoned.into_inner().take(bytes),
@@ -206,12 +251,15 @@ impl Source {
         if n == 1 {
             return 0;
         }
-        match self.feed {
-            Feed::Prng(_) => ((u128::from(self.raw(8)) * u128::from(n)) >> 64) as u64,
-            Feed::Bytes(_) => {
-                let bits = 64 - (n - 1).leading_zeros() as usize;
-                self.raw(bits.div_ceil(8)) % n
+        let width = (64 - (n - 1).leading_zeros() as usize).div_ceil(8);
+        match &mut self.feed {
+            Feed::Prng(rng) => lemire(rng.next_u64(), n),
+            Feed::Recording(rng, tape) => {
+                let value = lemire(rng.next_u64(), n);
+                tape.write(value, width);
+                value
             }
+            Feed::Bytes(_) => self.raw(width) % n,
         }
     }
 
@@ -337,18 +385,26 @@ impl Source {
 pub struct Tree {
     root: Seed,
     fuzz: Option<Source>,
+    tape: Option<Tape>,
 }
 
 impl Tree {
     /// A tree of PRNG streams under `root`.
     pub fn new(root: Seed) -> Tree {
-        Tree { root, fuzz: None }
+        Tree { root, fuzz: None, tape: None }
+    }
+
+    /// A tree of PRNG streams under `root` whose draws are also written to `tape`, in draw
+    /// order across all streams ([`Tree::prng`] streams are not: they stay keyed from the root
+    /// when the tape is replayed).
+    pub fn recording(root: Seed, tape: Tape) -> Tree {
+        Tree { root, fuzz: None, tape: Some(tape) }
     }
 
     /// A tree whose streams all read the one byte feed of `fuzz` (in draw order). `root` still
     /// keys what must not come from the fuzzer (the runtime's `getrandom` stream).
     pub fn fuzzed(root: Seed, fuzz: Source) -> Tree {
-        Tree { root, fuzz: Some(fuzz) }
+        Tree { root, fuzz: Some(fuzz), tape: None }
     }
 
     /// The root seed.
@@ -359,9 +415,10 @@ impl Tree {
     /// The stream for a `/`-separated label path.
     pub fn source(&self, path: &str) -> Source {
         let seed = self.root.path(path);
-        match &self.fuzz {
-            Some(fuzz) => fuzz.sibling(seed),
-            None => Source::from_seed(seed),
+        match (&self.fuzz, &self.tape) {
+            (Some(fuzz), _) => fuzz.sibling(seed),
+            (None, Some(tape)) => Source::recording(seed, tape.clone()),
+            (None, None) => Source::from_seed(seed),
         }
     }
 

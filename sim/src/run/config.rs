@@ -212,6 +212,24 @@ pub enum ConfigError {
     /// A swarm override is wrong.
     #[error(transparent)]
     Swarm(#[from] SwarmError),
+    /// [`crate::Simulation::minimize`] was given a seed that does not fail.
+    #[error("simulation {simulation}: seed {seed} does not fail ({outcome}): nothing to minimize")]
+    NothingToMinimize {
+        /// The simulation.
+        simulation: String,
+        /// The seed.
+        seed: Seed,
+        /// How it ended (`passed`, or an excused violation).
+        outcome: String,
+    },
+    /// `SIM_FUZZ_INPUT` (or a corpus entry) names a file that cannot be read.
+    #[error("SIM_FUZZ_INPUT={path:?}: cannot read it: {reason}")]
+    FuzzInput {
+        /// The path.
+        path: String,
+        /// Why.
+        reason: String,
+    },
 }
 
 #[cfg(test)]

@@ -44,10 +44,11 @@
 
 mod config;
 mod ctx;
-mod once;
-mod simulation;
-mod sweep;
+pub(crate) mod once;
+pub(crate) mod simulation;
+pub(crate) mod sweep;
 
 pub use config::{ConfigError, Mode, SEEDS_MAX, Seeds};
+pub(crate) use config::{format_drop_faults, parse_drop_faults, parse_max_ops};
 pub use ctx::{Ctx, NetConfigTooLate};
 pub use simulation::Simulation;

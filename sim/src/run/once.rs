@@ -18,7 +18,7 @@ use crate::history::Entry;
 use crate::recorder::Recorder;
 use crate::report::{Class, Failure, Interposed, Outcome};
 use crate::runtime::{self, Progress, Tasks, interpose};
-use crate::seed::{Seed, Source, Tree};
+use crate::seed::{Seed, Source, Tape, Tree};
 use crate::swarm::{self, Swarm, SwarmError};
 use crate::trace::{self, TraceBuf};
 
@@ -29,6 +29,8 @@ pub(crate) struct RunSpec {
     pub seed: Seed,
     pub mode: Mode,
     pub fuzz: Option<Source>,
+    /// Writes the run's choices to this tape (a seeded run only; see `crate::fuzz::tape`).
+    pub record: Option<Tape>,
     pub horizon: Duration,
     pub time_limit: Duration,
     pub swarm: BTreeMap<String, String>,
@@ -49,6 +51,7 @@ impl RunSpec {
             seed,
             mode: sim.mode,
             fuzz: None,
+            record: None,
             horizon: sim.horizon,
             time_limit: sim.time_limit,
             swarm,
@@ -304,6 +307,9 @@ pub(crate) fn run_once(spec: RunSpec, body: Arc<Body>, watchdog: Duration) -> Ru
             fake_nanos: progress.fake_elapsed().as_nanos() as u64,
             wall_nanos: started.elapsed().as_nanos() as u64,
             swarm: String::new(),
+            swarm_simplest: BTreeMap::new(),
+            faults: Vec::new(),
+            operations: 0,
             interposed: Interposed::default(),
             replay: String::new(),
             replays: None,
@@ -447,9 +453,10 @@ fn run_on_this_thread(spec: RunSpec, body: Arc<Body>, progress: Progress) -> Run
     RUN_PANICS.with(|p| *p.borrow_mut() = Some(Vec::new()));
     let trace = Arc::new(TraceBuf::new());
     let tracing_guard = trace::install(Arc::clone(&trace), Arc::new(|| Ctx::try_current().map(|ctx| ctx.elapsed())));
-    let tree = match &spec.fuzz {
-        Some(fuzz) => Tree::fuzzed(spec.seed, fuzz.clone()),
-        None => Tree::new(spec.seed),
+    let tree = match (&spec.fuzz, &spec.record) {
+        (Some(fuzz), _) => Tree::fuzzed(spec.seed, fuzz.clone()),
+        (None, Some(tape)) => Tree::recording(spec.seed, tape.clone()),
+        (None, None) => Tree::new(spec.seed),
     };
     let swarm = Swarm::new(tree.clone(), spec.swarm.clone());
     let tasks = Tasks::new(progress);
@@ -506,6 +513,9 @@ fn run_on_this_thread(spec: RunSpec, body: Arc<Body>, progress: Progress) -> Run
         fake_nanos: fake.as_nanos() as u64,
         wall_nanos: wall.elapsed().as_nanos() as u64,
         swarm: swarm.as_ref().map(Swarm::describe).unwrap_or_default(),
+        swarm_simplest: swarm.as_ref().map(Swarm::simplest).unwrap_or_default(),
+        faults: shared.as_ref().map(|s| s.driver.faults()).unwrap_or_default(),
+        operations: shared.as_ref().map_or(0, |s| s.driver.operations()),
         interposed: Interposed {
             getrandom_calls: thread_sim.getrandom_calls.get(),
             getrandom_bytes: thread_sim.getrandom_bytes.get(),

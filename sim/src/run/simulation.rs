@@ -60,6 +60,8 @@ pub struct Simulation {
     /// `SIM_SWARM` and go into the replay line's `SIM_SWARM`, and `SIM_DROP_FAULTS`/`SIM_MAX_OPS`
     /// and the seed variables are not read (the minimizer read them once).
     pub(crate) attempt: Option<BTreeMap<String, String>>,
+    /// One fuzz input run instead of seeds (`SIM_FUZZ_INPUT`, [`crate::fuzz`]).
+    pub(crate) input: Option<crate::fuzz::Input>,
 }
 
 impl Simulation {
@@ -98,6 +100,7 @@ impl Simulation {
             drop_faults: BTreeSet::new(),
             max_ops: None,
             attempt: None,
+            input: None,
         }
     }
 

@@ -67,6 +67,16 @@ fn apply_env(sim: &mut Simulation) -> Result<(), ConfigError> {
     if let Some(seed) = env_parse::<Seed>("SIM_SEED", "a seed (decimal u64 or 0x hex)")? {
         sim.seeds = Seeds::List(vec![seed.0]);
     }
+    if let Some(path) = env_var("SIM_FUZZ_INPUT") {
+        sim.input = Some(crate::fuzz::Input::read(std::path::Path::new(&path))?);
+    }
+    if let Some(input) = &sim.input
+        && env_var("SIM_SEED").is_none()
+        && env_var("SIM_SEEDS").is_none()
+    {
+        // A fuzz input runs once, under its root (from its file name) unless the line names one.
+        sim.seeds = Seeds::List(vec![input.root.0]);
+    }
     if let Some(mode) = env_var("SIM_MODE") {
         sim.mode = mode.parse()?;
     }
@@ -263,6 +273,11 @@ impl Sweep {
         })
     }
 
+    /// The identity of the build that runs this sweep.
+    pub(crate) fn identity(&self) -> &Identity {
+        &self.identity
+    }
+
     /// What each JSON line says about this sweep.
     fn labels(&self) -> report::LineLabels<'_> {
         report::LineLabels {
@@ -299,6 +314,9 @@ impl Sweep {
         if let Some(n) = self.sim.max_ops {
             env.push(("SIM_MAX_OPS".to_string(), n.to_string()));
         }
+        if let Some(input) = &self.sim.input {
+            env.push(("SIM_FUZZ_INPUT".to_string(), input.path.display().to_string()));
+        }
         if !self.invocation.is_test() {
             env.push(("SIM_ONLY".to_string(), self.sim.name.clone()));
         }
@@ -313,6 +331,7 @@ impl Sweep {
         let mut spec = RunSpec::from_sim(&self.sim, seed, self.swarm.clone());
         spec.keep_trace = self.child_out.is_none() || self.child_history;
         spec.trace_all = self.trace_all;
+        spec.fuzz = self.sim.input.as_ref().map(|input| Source::from_bytes(input.bytes.to_vec()));
         spec
     }
 
@@ -542,6 +561,11 @@ impl Sweep {
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped());
+        // A fuzz input is a file the fresh process reads; it runs that input as its only sweep.
+        match self.sim.input.as_ref().filter(|i| !i.path.as_os_str().is_empty()) {
+            Some(input) => command.env("SIM_FUZZ_INPUT", &input.path).env("SIM_CHILD_OCCURRENCE", "0"),
+            None => command.env_remove("SIM_FUZZ_INPUT"),
+        };
         if with_history {
             command.env("SIM_CHILD_HISTORY", "1");
         } else {
