@@ -47,6 +47,9 @@ fn outcome(seed: u64, failure: Option<Failure>, simulation: &str) -> Outcome {
         fake_nanos: 30_000_000_000 + mix % 1_000_000_000,
         wall_nanos: 2_000_000 + mix % 50_000_000,
         swarm: format!("latency={}ms,replicas={},loss=0.0{}", mix % 50, 1 + mix % 5, mix % 9),
+        swarm_simplest: Default::default(),
+        faults: Vec::new(),
+        operations: 0,
         interposed: Interposed { getrandom_calls: mix % 40, getrandom_bytes: mix % 1280, clock_reads: mix % 9000 },
         replay: format!(
             "SIM_SEED={seed} SIM_ONLY={simulation} cargo run --release -p walkthroughs -- --base-seed build --seeds 12500"

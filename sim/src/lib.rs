@@ -87,6 +87,8 @@ pub mod fuzz;
 #[cfg(tokio_unstable)]
 pub mod history;
 #[cfg(tokio_unstable)]
+pub mod minimize;
+#[cfg(tokio_unstable)]
 pub mod nemesis;
 #[cfg(tokio_unstable)]
 pub mod net;
@@ -127,6 +129,8 @@ pub use driver::{Driver, Event, EventId};
 pub use net::Host;
 #[cfg(tokio_unstable)]
 pub use node::{NodeCtx, ServiceSpec, System};
+#[cfg(tokio_unstable)]
+pub use minimize::Minimized;
 #[cfg(tokio_unstable)]
 pub use oracle::Oracle;
 #[cfg(tokio_unstable)]

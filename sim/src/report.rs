@@ -5,6 +5,7 @@
 //! "replays k of n"). Its trace is written to `<target>/sim/<test>/<seed>/trace.log`, and the last
 //! lines are printed. With `SIM_JSON=<file>`, one JSON line per seed is appended to that file.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -12,6 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use crate::fault::FaultRecord;
 use crate::oracle::Oracle;
 use crate::seed::Seed;
 
@@ -509,6 +511,19 @@ pub struct Outcome {
     pub wall_nanos: u64,
     /// The swarm, as `name=value,…`.
     pub swarm: String,
+    /// Every swarm dimension the run drew, with its simplest value as `SIM_SWARM` text (an
+    /// integer's, duration's or ratio's low end, `false` for a flag, a choice's first option):
+    /// what [`crate::Simulation::minimize`] knocks a dimension out to.
+    #[serde(default)]
+    pub swarm_simplest: BTreeMap<String, String>,
+    /// Every fault the run scheduled with [`crate::fault::at`], in scheduling order (numbered
+    /// from 1, as `SIM_DROP_FAULTS` names them).
+    #[serde(default)]
+    pub faults: Vec<FaultRecord>,
+    /// Operations started by the run's [`crate::workload::Workload::run`] calls (at most
+    /// `SIM_MAX_OPS` each).
+    #[serde(default)]
+    pub operations: u64,
     /// What the interposition answered.
     pub interposed: Interposed,
     /// The command that replays this seed.

@@ -7,7 +7,10 @@
 //! dimension never changes the values of the others. Ranges should include their zero (one
 //! node, zero latency, no faults): the low end of a range is drawn with probability 1/8 and the
 //! high end with probability 1/16, the rest uniformly, and the low end is also what a shrinking
-//! fuzzer converges to.
+//! fuzzer converges to. Each drawn dimension's simplest value — the low end of a range, `false`
+//! for a flag, the first option of a choice — is kept as `SIM_SWARM` text
+//! ([`Swarm::simplest`], [`crate::Outcome::swarm_simplest`]) for [`crate::minimize`] to knock
+//! the dimension out to.
 //!
 //! Every dimension can be pinned from test code ([`crate::Simulation::swarm`]) or from the
 //! environment: `SIM_SWARM="latency=0ms,replicas=1"`. Values parse as the dimension's kind:
@@ -132,6 +135,8 @@ struct State {
     tree: Tree,
     overrides: BTreeMap<String, String>,
     drawn: BTreeMap<String, Value>,
+    /// Each drawn dimension's simplest value, as `SIM_SWARM` text.
+    simplest: BTreeMap<String, String>,
     errors: Vec<SwarmError>,
 }
 
@@ -145,12 +150,23 @@ pub struct Swarm {
 impl Swarm {
     /// A swarm drawing from `tree` with the given overrides (name → value text).
     pub fn new(tree: Tree, overrides: BTreeMap<String, String>) -> Swarm {
-        Swarm { state: Arc::new(Mutex::new(State { tree, overrides, drawn: BTreeMap::new(), errors: Vec::new() })) }
+        Swarm {
+            state: Arc::new(Mutex::new(State {
+                tree,
+                overrides,
+                drawn: BTreeMap::new(),
+                simplest: BTreeMap::new(),
+                errors: Vec::new(),
+            })),
+        }
     }
 
+    /// The dimension `name`: drawn once (or pinned), with `simplest` (its simplest value as
+    /// `SIM_SWARM` text) kept for [`Swarm::simplest`].
     fn dimension(
         &self,
         name: &str,
+        simplest: String,
         draw: impl FnOnce(&mut Source) -> Value,
         parse: impl FnOnce(&str) -> Result<Value, String>,
     ) -> Value {
@@ -173,6 +189,7 @@ impl Swarm {
             }
         };
         state.drawn.insert(name.to_string(), value.clone());
+        state.simplest.insert(name.to_string(), simplest);
         value
     }
 
@@ -181,6 +198,7 @@ impl Swarm {
         let (lo, hi) = (*range.start(), *range.end());
         let value = self.dimension(
             name,
+            lo.min(hi).to_string(),
             |s| Value::Int(edge_biased(s, lo, hi)),
             |t| t.trim().parse().map(Value::Int).map_err(|_| "an integer".to_string()),
         );
@@ -198,6 +216,7 @@ impl Swarm {
         let hi = u64::try_from(range.end().as_nanos()).unwrap_or(u64::MAX);
         let value = self.dimension(
             name,
+            format_duration(Duration::from_nanos(lo.min(hi))),
             |s| Value::Duration(Duration::from_nanos(edge_biased(s, lo, hi))),
             |t| parse_duration(t).map(Value::Duration).ok_or_else(|| "a duration such as 0ms, 250us, 1.5s".to_string()),
         );
@@ -215,6 +234,7 @@ impl Swarm {
         let hi = range.end().clamp(lo, 1.0);
         let value = self.dimension(
             name,
+            Value::Ratio(lo).to_string(),
             |s| {
                 const STEPS: u64 = 1 << 32;
                 let step = edge_biased(s, 0, STEPS) as f64 / STEPS as f64;
@@ -237,6 +257,7 @@ impl Swarm {
     pub fn flag(&self, name: &str, p: f64) -> bool {
         let value = self.dimension(
             name,
+            "false".to_string(),
             |s| Value::Flag(s.bool(p)),
             |t| match t.trim() {
                 "true" | "1" | "on" | "yes" => Ok(Value::Flag(true)),
@@ -258,6 +279,7 @@ impl Swarm {
         assert!(!options.is_empty(), "swarm dimension {name:?}: no options to choose from");
         let value = self.dimension(
             name,
+            options[0].to_string(),
             |s| Value::Choice((*s.choose(options).expect("options are not empty")).to_string()),
             |t| match options.iter().find(|o| **o == t.trim()) {
                 Some(o) => Ok(Value::Choice((*o).to_string())),
@@ -280,6 +302,12 @@ impl Swarm {
     /// Every dimension drawn so far, by name.
     pub fn values(&self) -> BTreeMap<String, Value> {
         self.state.lock().unwrap_or_else(|p| p.into_inner()).drawn.clone()
+    }
+
+    /// Every dimension drawn so far with its simplest value as `SIM_SWARM` text: an integer's,
+    /// a duration's or a ratio's low end, `false` for a flag, a choice's first option.
+    pub fn simplest(&self) -> BTreeMap<String, String> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).simplest.clone()
     }
 
     /// The dimensions as `name=value,…` (the `SIM_SWARM` format), sorted by name.
@@ -348,6 +376,29 @@ mod tests {
         let _ = b.duration("latency", Duration::ZERO..=Duration::from_millis(5));
         assert_eq!(b.int("replicas", 1..=3), first, "another dimension drawn first changes nothing");
         assert_eq!(a.describe(), format!("replicas={first}"));
+    }
+
+    #[test]
+    fn simplest_values_are_the_low_ends_false_and_the_first_option_and_parse_back() {
+        let s = Swarm::new(Tree::new(Seed(3)), BTreeMap::new());
+        let _ = s.int("replicas", 1..=3);
+        let _ = s.duration("latency", Duration::from_millis(2)..=Duration::from_millis(50));
+        let _ = s.ratio("loss", 0.25..=0.5);
+        let _ = s.flag("nemesis", 0.9);
+        let _ = s.choice("mode", &["safe", "quick"]);
+        let simplest = s.simplest();
+        let text: Vec<String> = simplest.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        assert_eq!(text, ["latency=2ms", "loss=0.25", "mode=safe", "nemesis=false", "replicas=1"]);
+        let pinned = Swarm::new(Tree::new(Seed(3)), simplest);
+        assert_eq!(pinned.int("replicas", 1..=3), 1);
+        assert_eq!(
+            pinned.duration("latency", Duration::from_millis(2)..=Duration::from_millis(50)),
+            Duration::from_millis(2)
+        );
+        assert_eq!(pinned.ratio("loss", 0.25..=0.5), 0.25);
+        assert!(!pinned.flag("nemesis", 0.9));
+        assert_eq!(pinned.choice("mode", &["safe", "quick"]), "safe");
+        assert!(pinned.errors().is_empty(), "{:?}", pinned.errors());
     }
 
     #[test]

@@ -149,7 +149,8 @@ const DROP_FAULTS_EXPECTED: &str = "fault numbers such as 2,5 (1-based, as an ou
 /// [`ConfigError::Invalid`] naming `SIM_DROP_FAULTS` and the value, for an empty item, a number
 /// that does not parse, or 0.
 pub(crate) fn parse_drop_faults(text: &str) -> Result<BTreeSet<usize>, ConfigError> {
-    let bad = || ConfigError::Invalid { var: "SIM_DROP_FAULTS", value: text.to_string(), expected: DROP_FAULTS_EXPECTED };
+    let bad =
+        || ConfigError::Invalid { var: "SIM_DROP_FAULTS", value: text.to_string(), expected: DROP_FAULTS_EXPECTED };
     text.split(',').map(|item| item.trim().parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(bad)).collect()
 }
 
@@ -276,7 +277,9 @@ mod tests {
             let err = parse_drop_faults(bad).expect_err(bad);
             assert_eq!(
                 err.to_string(),
-                format!("SIM_DROP_FAULTS={bad:?}: expected fault numbers such as 2,5 (1-based, as an outcome's faults list numbers them)")
+                format!(
+                    "SIM_DROP_FAULTS={bad:?}: expected fault numbers such as 2,5 (1-based, as an outcome's faults list numbers them)"
+                )
             );
         }
         assert_eq!(parse_max_ops("7"), Ok(7));

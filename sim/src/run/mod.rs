@@ -49,6 +49,6 @@ pub(crate) mod simulation;
 pub(crate) mod sweep;
 
 pub use config::{ConfigError, Mode, SEEDS_MAX, Seeds};
-pub(crate) use config::{format_drop_faults, parse_drop_faults, parse_max_ops};
+pub(crate) use config::{parse_drop_faults, parse_max_ops};
 pub use ctx::{Ctx, NetConfigTooLate};
 pub use simulation::Simulation;
