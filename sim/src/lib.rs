@@ -85,6 +85,8 @@ pub mod fault;
 #[cfg(tokio_unstable)]
 pub mod fuzz;
 #[cfg(tokio_unstable)]
+pub mod input;
+#[cfg(tokio_unstable)]
 pub mod history;
 #[cfg(tokio_unstable)]
 pub mod minimize;

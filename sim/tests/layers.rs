@@ -10,6 +10,7 @@ use std::path::Path;
 /// from modules before it in this list, never from one after it.
 const ORDER: &[&str] = &[
     "seed",
+    "input",
     "oracle",
     "history",
     "outcome",
@@ -29,6 +30,8 @@ const ORDER: &[&str] = &[
     "check",
     "nemesis",
     "node",
+    "fuzz",
+    "minimize",
     "prelude",
 ];
 

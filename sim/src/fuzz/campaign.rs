@@ -19,7 +19,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::shrink::{self, Budget};
-use super::{Corpus, Engine, Input, Mutator, fnv1a, run_input, same_failure};
+use super::corpus::Corpus;
+use super::engine::{Engine, Mutator};
+use super::exec::{input_sweep, run_input, same_failure, tape};
+use crate::input::{Input, fnv1a};
 use crate::history::Entry;
 use crate::report::{Failure, Outcome, Report};
 use crate::run::simulation::Body;
@@ -159,7 +162,7 @@ pub(crate) fn run_with(
     };
     let mut seeds: Vec<Input> = corpus.entries()?;
     for seed in 0..options.tapes {
-        seeds.push(super::tape(sim, Seed(seed), body).1);
+        seeds.push(tape(sim, Seed(seed), body).1);
     }
     seeds.push(Input::new(Vec::new(), Seed(0)));
     for input in seeds {
@@ -194,7 +197,7 @@ pub(crate) fn run_with(
             if shrunk.budget_spent { " (budget spent)" } else { "" },
             saved.path.display()
         ));
-        let report = sim.input_sweep(saved).run(Arc::clone(body))?;
+        let report = input_sweep(sim, saved).run(Arc::clone(body))?;
         let _read = report.passed();
         identity.get_or_insert_with(|| report.identity.clone());
         outcomes.extend(report.outcomes.iter().cloned());

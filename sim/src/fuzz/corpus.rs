@@ -11,7 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::Input;
+use crate::input::Input;
 use crate::run::ConfigError;
 
 /// The corpus and artifact directories of one target.
@@ -97,7 +97,10 @@ fn read_dir(dir: &Path) -> Result<Vec<Input>, ConfigError> {
         }
     }
     paths.sort();
-    paths.iter().map(|p| Input::read(p)).collect()
+    paths
+        .iter()
+        .map(|p| Input::read(p).map_err(|e| ConfigError::FuzzInput { path: p.display().to_string(), reason: e.to_string() }))
+        .collect()
 }
 
 fn write(dir: &Path, input: &Input) -> Result<Input, ConfigError> {

@@ -10,7 +10,7 @@
 //! Compiler-coverage engines (libFuzzer) drive [`crate::Simulation::run_fuzz`] from their own
 //! process instead; see the fuzzing page of the docs.
 
-use super::Input;
+use crate::input::Input;
 use crate::seed::{Seed, Source};
 
 /// Proposes the inputs a campaign runs.

@@ -61,7 +61,7 @@ pub struct Simulation {
     /// and the seed variables are not read (the minimizer read them once).
     pub(crate) attempt: Option<BTreeMap<String, String>>,
     /// One fuzz input run instead of seeds (`SIM_FUZZ_INPUT`, [`crate::fuzz`]).
-    pub(crate) input: Option<crate::fuzz::Input>,
+    pub(crate) input: Option<crate::input::Input>,
 }
 
 impl Simulation {

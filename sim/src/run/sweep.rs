@@ -68,7 +68,8 @@ fn apply_env(sim: &mut Simulation) -> Result<(), ConfigError> {
         sim.seeds = Seeds::List(vec![seed.0]);
     }
     if let Some(path) = env_var("SIM_FUZZ_INPUT") {
-        sim.input = Some(crate::fuzz::Input::read(std::path::Path::new(&path))?);
+        let read = crate::input::Input::read(std::path::Path::new(&path));
+        sim.input = Some(read.map_err(|e| ConfigError::FuzzInput { path: path.clone(), reason: e.to_string() })?);
     }
     if let Some(input) = &sim.input
         && env_var("SIM_SEED").is_none()
