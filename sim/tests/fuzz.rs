@@ -101,3 +101,35 @@ fn a_bounded_campaign_finds_the_planted_bug_shrinks_and_saves_it() {
     let fixed = buggy().fuzz_with(&corpus, Some(&options), |ctx| protocol::run(ctx, Variant::Fixed)).expect("runs");
     assert!(fixed.passed(), "the fixed protocol has nothing to find");
 }
+
+/// An engine that proposes only the empty input: the seam takes any engine.
+struct Empty(u32);
+
+impl sim::fuzz::Engine for Empty {
+    fn name(&self) -> &str {
+        "empty"
+    }
+    fn next(&mut self, _queue: &[Input]) -> Input {
+        self.0 += 1;
+        Input::new(Vec::new(), Seed(0))
+    }
+}
+
+#[test]
+fn a_campaign_runs_the_callers_engine() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let corpus = Corpus::at(dir.path(), "two_phase_commit_fuzz");
+    let options = Options {
+        budget: std::time::Duration::from_secs(60),
+        runs: Some(20),
+        seed: 0,
+        tapes: 0,
+        shrink: Budget::default(),
+    };
+    let mut engine = Empty(0);
+    let report = buggy()
+        .fuzz_with_engine(&corpus, &options, &mut engine, |ctx| protocol::run(ctx, Variant::Fixed))
+        .expect("runs");
+    assert!(report.passed());
+    assert_eq!(engine.0, 19, "20 runs: the empty queue seed, then 19 proposals");
+}

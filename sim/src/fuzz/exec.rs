@@ -1,0 +1,64 @@
+//! Running one input or recording one seed's tape: the inner loop of the engine and the shrinker.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use crate::input::Input;
+use crate::report::{Failure, Outcome, Report};
+use crate::run::sweep::Sweep;
+use crate::run::{ConfigError, Seeds, Simulation};
+use crate::run::once::{self, RunResult, RunSpec};
+use crate::run::simulation::{Body, BoxFuture};
+use crate::seed::{Seed, Source, Tape};
+
+/// A run of one input, with what the engine and the shrinker read from it.
+pub(crate) fn run_input(sim: &Simulation, input: &Input, body: &Arc<Body>) -> RunResult {
+    let mut spec = RunSpec::from_sim(sim, input.root, sim.swarm.clone());
+    spec.fuzz = Some(Source::from_bytes(input.bytes.to_vec()));
+    spec.keep_trace = false;
+    once::run_once(spec, Arc::clone(body), sim.watchdog)
+}
+
+/// Whether two failures are the same for shrinking and deduplication: the same class and oracle.
+pub(crate) fn same_failure(a: &Failure, b: &Failure) -> bool {
+    a.class == b.class && a.oracle == b.oracle
+}
+
+pub(crate) fn boxed<F, Fut>(body: F) -> Arc<Body>
+where
+    F: Fn(crate::Ctx) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(), Failure>> + 'static,
+{
+    Arc::new(move |ctx| Box::pin(body(ctx)) as BoxFuture)
+}
+
+/// [`Simulation::tape`] on a boxed body.
+pub(crate) fn tape(sim: &Simulation, seed: Seed, body: &Arc<Body>) -> (Outcome, Input) {
+    let recorded = Tape::new();
+    let mut spec = RunSpec::from_sim(sim, seed, sim.swarm.clone());
+    spec.record = Some(recorded.clone());
+    spec.keep_trace = false;
+    let result = once::run_once(spec, Arc::clone(body), sim.watchdog);
+    (result.outcome, Input::new(recorded.bytes(), seed))
+}
+
+/// A simulation that runs `input` (under its root seed) instead of seeds.
+pub(crate) fn input_sweep(sim: &Simulation, input: Input) -> InputSweep {
+let mut sim = sim.clone();
+    sim.seeds = Seeds::List(vec![input.root.0]);
+    sim.input = Some(input);
+    InputSweep { sim }
+}
+
+
+/// A simulation set to run one input: a sweep of one "seed" (the input's root).
+pub(crate) struct InputSweep {
+    sim: Simulation,
+}
+
+impl InputSweep {
+    /// Runs it like any sweep (confirmation, replay line naming `SIM_FUZZ_INPUT`).
+    pub(crate) fn run(&self, body: Arc<Body>) -> Result<Report, ConfigError> {
+        Sweep::new(&self.sim)?.run(body)
+    }
+}
