@@ -31,6 +31,8 @@
 //! | `SIM_SHARD` | `i/n`: run only the seeds whose position is `i` modulo `n` |
 //! | `SIM_MODE` | `replay` (default) or `explore` |
 //! | `SIM_SWARM` | pinned swarm dimensions: `latency=0ms,replicas=1` |
+//! | `SIM_DROP_FAULTS` | fault numbers `2,5`: those faults fire and do nothing ([`crate::fault`]) |
+//! | `SIM_MAX_OPS` | each workload run starts at most this many operations ([`crate::workload`]) |
 //! | `SIM_REPEAT` | runs per seed in this process (self-check) |
 //! | `SIM_REPEAT_PROCESSES` | fresh processes re-running the sweep (self-check) |
 //! | `SIM_CONFIRM` | fresh processes re-running each failing seed (default 3); one that does not reproduce it makes the seed *replay diverged* |
