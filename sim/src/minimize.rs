@@ -113,11 +113,14 @@ struct Knobs {
     max_ops: Option<u64>,
 }
 
+/// One attempt: the seed's run under a simulation with the attempt's knobs.
+type Attempt<'a> = dyn Fn(&Simulation) -> Result<Outcome, ConfigError> + 'a;
+
 /// The minimizer's state: the simulation, the body, the target, the best run so far.
 struct Search<'a> {
     sim: &'a Simulation,
     seed: Seed,
-    run: Box<dyn Fn(&Simulation) -> Result<Outcome, ConfigError> + 'a>,
+    run: Box<Attempt<'a>>,
     target: (Class, Option<Oracle>),
     knobs: Knobs,
     best: Outcome,
