@@ -62,3 +62,24 @@ fn fixed_protocol_passes_the_same_seeds() {
     let report = Simulation::new("two_phase_commit_fixed").seeds(SEEDS).run(|ctx| protocol::run(ctx, Variant::Fixed));
     report.assert_passed();
 }
+
+/// The fuzz target of the fixed protocol (one line): its corpus, `sim/fuzz/corpus/two_phase_commit_fixed/`,
+/// holds the planted bug's shrunk input, the regression form that lands with the fix.
+#[test]
+fn fuzz_target_fixed() {
+    Simulation::new("two_phase_commit_fixed").fuzz(|ctx| protocol::run(ctx, Variant::Fixed)).assert_passed();
+}
+
+/// The buggy protocol's fuzz target: every corpus entry (the shrunk failing input) still fails
+/// with the planted oracle. Under `SIM_FUZZ=10s` it is a campaign that must find the bug.
+#[test]
+fn fuzz_target_buggy_fails_on_every_corpus_entry() {
+    let report = Simulation::new("two_phase_commit_buggy").fuzz(|ctx| protocol::run(ctx, Variant::Buggy));
+    let failures: Vec<_> = report.failures().collect();
+    assert!(!failures.is_empty(), "the buggy protocol fails on its corpus (or a campaign finds the bug)");
+    for outcome in &failures {
+        let failure = outcome.failure.as_ref().expect("a failed outcome has a failure");
+        assert_eq!(failure.oracle.as_deref(), Some("commit-reaches-replica"), "{failure}");
+    }
+    assert_eq!(failures.len(), report.outcomes.len(), "every input fails");
+}

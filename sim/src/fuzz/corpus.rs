@@ -7,7 +7,7 @@
 //! root seed N). The gate runs every entry; an entry is the regression form of a fixed bug, so it
 //! lands with the fix. The engine writes the shrunk inputs of new failures to
 //! `fuzz/artifacts/NAME/` (libFuzzer's word): move one into the corpus once its bug is fixed.
-//! The layout is libFuzzer's, so its `-merge`, `-minimize_crash` and corpus directories apply.
+//! Paths are relative to the working directory when inside it. The layout is libFuzzer's, so its `-merge`, `-minimize_crash` and corpus directories apply.
 
 use std::path::{Path, PathBuf};
 
@@ -29,6 +29,10 @@ impl Corpus {
             .map(PathBuf::from)
             .or_else(|| std::env::var_os("CARGO_MANIFEST_DIR").map(|d| PathBuf::from(d).join("fuzz")))
             .unwrap_or_else(|| PathBuf::from("fuzz"));
+        // Relative to the working directory when inside it, so replay lines stay short and work
+        // from another checkout (cargo runs tests in the package's directory).
+        let cwd = std::env::current_dir().unwrap_or_default();
+        let root = root.strip_prefix(&cwd).map(Path::to_path_buf).unwrap_or(root);
         Corpus::at(&root, name)
     }
 

@@ -347,12 +347,11 @@ impl Sweep {
         if self.child_out.is_none() && self.sim.seed_lines {
             let shard = self.shard_note.as_ref().map(|s| format!(" ({})", s.note)).unwrap_or_default();
             let n = self.seeds.len();
-            report::stderr_line(&format!(
-                "sim: {}: {n} seed{}{shard} · {}",
-                self.sim.name,
-                if n == 1 { "" } else { "s" },
-                self.identity
-            ));
+            let what = match &self.sim.input {
+                Some(input) => format!("fuzz input {} ({} bytes)", input.path.display(), input.len()),
+                None => format!("{n} seed{}", if n == 1 { "" } else { "s" }),
+            };
+            report::stderr_line(&format!("sim: {}: {what}{shard} · {}", self.sim.name, self.identity));
         }
         if let Some(base) = &self.seed_base
             && self.child_out.is_none()
