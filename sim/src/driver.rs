@@ -35,8 +35,8 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::fault::FaultRecord;
 use crate::recorder::Recorder;
+use crate::report::FaultRecord;
 use crate::seed::Source;
 
 /// The identity of a scheduled event, for [`Driver::cancel`].

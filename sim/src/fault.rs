@@ -32,20 +32,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::driver::{Driver, Event, EventId};
-
-/// One fault a run scheduled with [`at`], as [`crate::Outcome::faults`] lists it.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct FaultRecord {
-    /// Its number: 1 for the run's first [`at`], in scheduling order (what `SIM_DROP_FAULTS`
-    /// names).
-    pub number: usize,
-    /// What it does ([`Fault::describe`]).
-    pub label: String,
-    /// When it was scheduled to install: fake time since the run started, in nanoseconds.
-    pub at_nanos: u64,
-    /// Whether `SIM_DROP_FAULTS` dropped it (its events fired and did nothing).
-    pub dropped: bool,
-}
+pub use crate::report::FaultRecord;
 
 /// How to undo an installed fault on its target.
 pub type Undo<T> = Box<dyn FnOnce(&T) + Send>;

@@ -13,7 +13,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use crate::fault::FaultRecord;
 use crate::oracle::Oracle;
 use crate::seed::Seed;
 
@@ -484,6 +483,20 @@ mod hex64 {
         let text: String = serde::Deserialize::deserialize(d)?;
         u64::from_str_radix(&text, 16).map_err(serde::de::Error::custom)
     }
+}
+
+/// One fault a run scheduled with [`crate::fault::at`], as [`crate::Outcome::faults`] lists it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FaultRecord {
+    /// Its number: 1 for the run's first [`crate::fault::at`], in scheduling order (what `SIM_DROP_FAULTS`
+    /// names).
+    pub number: usize,
+    /// What it does ([`crate::fault::Fault::describe`]).
+    pub label: String,
+    /// When it was scheduled to install: fake time since the run started, in nanoseconds.
+    pub at_nanos: u64,
+    /// Whether `SIM_DROP_FAULTS` dropped it (its events fired and did nothing).
+    pub dropped: bool,
 }
 
 /// The outcome of one seed.
