@@ -109,12 +109,17 @@ fn lemire(raw: u64, n: u64) -> u64 {
 struct ByteFeed {
     data: Vec<u8>,
     pos: usize,
+    /// The byte ranges the draws read, in draw order (draws past the end read none).
+    spans: Vec<std::ops::Range<usize>>,
 }
 
 impl ByteFeed {
     /// Reads `n` bytes as a big-endian integer; missing bytes read as zero.
     fn take(&mut self, n: usize) -> u64 {
         debug_assert!(n <= 8, "a draw takes at most 8 bytes");
+        if self.pos < self.data.len() && n > 0 {
+            self.spans.push(self.pos..(self.pos + n).min(self.data.len()));
+        }
         let mut value = 0u64;
         for _ in 0..n {
             let byte = self.data.get(self.pos).copied().unwrap_or(0);
@@ -182,7 +187,7 @@ impl Source {
     /// A source fed by finite fuzz bytes. When they run out every draw returns its simplest
     /// value (see the module docs).
     pub fn from_bytes(bytes: impl Into<Vec<u8>>) -> Source {
-        Source { feed: Feed::Bytes(Arc::new(Mutex::new(ByteFeed { data: bytes.into(), pos: 0 }))) }
+        Source { feed: Feed::Bytes(Arc::new(Mutex::new(ByteFeed { data: bytes.into(), pos: 0, spans: Vec::new() }))) }
     }
 
     /// A source fed by the rest of an [`arbitrary::Unstructured`] (as handed out by a
@@ -203,6 +208,15 @@ impl Source {
         match &self.feed {
             Feed::Prng(_) | Feed::Recording(..) => false,
             Feed::Bytes(feed) => feed.lock().map(|f| f.exhausted()).unwrap_or(true),
+        }
+    }
+
+    /// For a byte-fed source: the byte ranges its draws (and its siblings') read so far, in
+    /// draw order — where one choice ends and the next begins, for a shrinker. Empty otherwise.
+    pub fn spans(&self) -> Vec<std::ops::Range<usize>> {
+        match &self.feed {
+            Feed::Bytes(feed) => feed.lock().map(|f| f.spans.clone()).unwrap_or_default(),
+            _ => Vec::new(),
         }
     }
 

@@ -45,9 +45,17 @@ fn a_failing_tape_shrinks_and_still_fails_with_its_oracle() {
         .find(|(outcome, _)| fails_the_same_way(outcome))
         .expect("a seed in 0..200 hits the planted bug");
     let shrunk = shrink::shrink(&tape.bytes, Budget::default(), |bytes| {
-        fails_the_same_way(&sim.run_input(&Input::new(bytes.to_vec(), tape.root), |ctx| protocol::run(ctx, Variant::Buggy)))
+        fails_the_same_way(
+            &sim.run_input(&Input::new(bytes.to_vec(), tape.root), |ctx| protocol::run(ctx, Variant::Buggy)),
+        )
     });
     assert!(shrunk.bytes.len() < tape.len(), "seed {}: {} bytes did not shrink", outcome.seed, tape.len());
+    let by_draws =
+        sim.shrink_input(&tape, Budget::default(), |ctx| protocol::run(ctx, Variant::Buggy)).expect("it fails");
+    assert!(by_draws.bytes.len() < tape.len(), "the draw-aware shrinker shrinks too");
+    assert!(fails_the_same_way(
+        &sim.run_input(&Input::new(by_draws.bytes.clone(), tape.root), |ctx| protocol::run(ctx, Variant::Buggy))
+    ));
     let small = Input::new(shrunk.bytes.clone(), tape.root);
     assert!(fails_the_same_way(&sim.run_input(&small, |ctx| protocol::run(ctx, Variant::Buggy))));
     assert!(!sim.run_input(&small, |ctx| protocol::run(ctx, Variant::Fixed)).failed(), "the fixed protocol passes it");

@@ -18,12 +18,12 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::shrink::{self, Budget};
 use super::corpus::Corpus;
 use super::engine::{Engine, Mutator};
-use super::exec::{input_sweep, run_input, same_failure, tape};
-use crate::input::{Input, fnv1a};
+use super::exec::{input_sweep, run_input, same_failure, shrink_input, tape};
+use super::shrink::Budget;
 use crate::history::Entry;
+use crate::input::{Input, fnv1a};
 use crate::report::{Failure, Outcome, Report};
 use crate::run::simulation::Body;
 use crate::run::{ConfigError, Simulation};
@@ -59,7 +59,13 @@ impl Options {
         })?;
         let count = |name: &'static str| -> Result<Option<u64>, ConfigError> {
             var(name)
-                .map(|v| v.trim().parse::<u64>().map_err(|_| ConfigError::Invalid { var: name, value: v, expected: "a count" }))
+                .map(|v| {
+                    v.trim().parse::<u64>().map_err(|_| ConfigError::Invalid {
+                        var: name,
+                        value: v,
+                        expected: "a count",
+                    })
+                })
                 .transpose()
         };
         Ok(Some(Options {
@@ -111,10 +117,8 @@ pub fn features(entries: &[Entry], outcome: &Outcome) -> Vec<u64> {
         32..=127 => 7,
         _ => 8,
     };
-    let mut out: Vec<u64> = pairs
-        .into_iter()
-        .map(|((a, b), n)| fnv1a(format!("{a}\u{1}{b}\u{1}{}", bucket(n)).as_bytes()))
-        .collect();
+    let mut out: Vec<u64> =
+        pairs.into_iter().map(|((a, b), n)| fnv1a(format!("{a}\u{1}{b}\u{1}{}", bucket(n)).as_bytes())).collect();
     out.extend(outcome.swarm.split(',').filter(|v| !v.is_empty()).map(|v| fnv1a(format!("swarm\u{1}{v}").as_bytes())));
     if let Some(f) = &outcome.failure {
         out.push(fnv1a(format!("failure\u{1}{}\u{1}{:?}", f.class, f.oracle).as_bytes()));
@@ -127,7 +131,12 @@ pub fn features(entries: &[Entry], outcome: &Outcome) -> Vec<u64> {
 ///
 /// # Errors
 /// [`ConfigError`] when the corpus cannot be read or an artifact cannot be written.
-pub(crate) fn run(sim: &Simulation, corpus: &Corpus, body: &Arc<Body>, options: &Options) -> Result<Report, ConfigError> {
+pub(crate) fn run(
+    sim: &Simulation,
+    corpus: &Corpus,
+    body: &Arc<Body>,
+    options: &Options,
+) -> Result<Report, ConfigError> {
     let mut engine = Mutator::new(Seed(options.seed), 64 * 1024);
     run_with(sim, corpus, body, options, &mut engine)
 }
@@ -179,10 +188,7 @@ pub(crate) fn run_with(
     let mut outcomes = Vec::new();
     let mut identity = None;
     for (failure, input) in found {
-        let shrunk = shrink::shrink(&input.bytes, options.shrink, |candidate| {
-            let result = run_input(sim, &Input::new(candidate.to_vec(), input.root), body);
-            result.outcome.failure.as_ref().is_some_and(|f| same_failure(f, &failure))
-        });
+        let shrunk = shrink_input(sim, &input, &failure, options.shrink, body);
         stats.shrink_runs += u64::from(shrunk.runs);
         let saved = corpus.add_artifact(&Input::new(shrunk.bytes.clone(), input.root))?;
         crate::report::stderr_line(&format!(

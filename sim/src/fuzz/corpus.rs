@@ -86,7 +86,8 @@ impl Corpus {
 }
 
 fn read_dir(dir: &Path) -> Result<Vec<Input>, ConfigError> {
-    let unreadable = |e: std::io::Error| ConfigError::FuzzInput { path: dir.display().to_string(), reason: e.to_string() };
+    let unreadable =
+        |e: std::io::Error| ConfigError::FuzzInput { path: dir.display().to_string(), reason: e.to_string() };
     let listing = match std::fs::read_dir(dir) {
         Ok(listing) => listing,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -103,7 +104,9 @@ fn read_dir(dir: &Path) -> Result<Vec<Input>, ConfigError> {
     paths.sort();
     paths
         .iter()
-        .map(|p| Input::read(p).map_err(|e| ConfigError::FuzzInput { path: p.display().to_string(), reason: e.to_string() }))
+        .map(|p| {
+            Input::read(p).map_err(|e| ConfigError::FuzzInput { path: p.display().to_string(), reason: e.to_string() })
+        })
         .collect()
 }
 

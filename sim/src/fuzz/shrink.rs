@@ -6,16 +6,20 @@
 //! "Test-Case Reduction via Test-Case Generation", ECOOP 2020). The passes, repeated until a round
 //! changes nothing or the budget is spent:
 //! 1. trailing zero bytes are dropped (free: they read as the exhausted input does);
-//! 2. the tail is cut, halving the cut on each refusal;
-//! 3. chunks are deleted, largest first (sizes powers of two down to 1 byte);
-//! 4. chunks of 8, 4, 2 and 1 bytes are zeroed;
-//! 5. each remaining byte is lowered by binary search.
+//! 2. with the run's draw spans ([`shrink_spans`]; the byte ranges each draw read, from
+//!    [`crate::Source::spans`]): whole draws are deleted, last first, then zeroed, then each
+//!    draw's value is lowered by binary search — a choice at a time, as Hypothesis shrinks blocks;
+//! 3. the tail is cut, halving the cut on each refusal;
+//! 4. chunks are deleted, largest first (sizes powers of two down to 1 byte);
+//! 5. chunks of 8, 4, 2 and 1 bytes are zeroed;
+//! 6. each remaining byte is lowered by binary search.
 //!
 //! Every candidate is run once by the caller's predicate (a run of the simulation); candidates
 //! already tried are not run again. Like any greedy shrinker the result is small, not minimal, and
 //! it is deterministic: the same input and predicate shrink to the same bytes.
 
 use std::collections::HashSet;
+use std::ops::Range;
 use std::time::{Duration, Instant};
 
 /// How much shrinking may cost.
@@ -48,13 +52,17 @@ pub struct Shrunk {
     pub budget_spent: bool,
 }
 
+/// The predicate: `Some(spans)` when the candidate still fails (its run's draw spans, or none).
+type Predicate<'a> = &'a mut dyn FnMut(&[u8]) -> Option<Vec<Range<usize>>>;
+
 struct Shrinker<'a> {
     best: Vec<u8>,
+    spans: Vec<Range<usize>>,
     tried: HashSet<Vec<u8>>,
     runs: u32,
     started: Instant,
     budget: Budget,
-    still_fails: &'a mut dyn FnMut(&[u8]) -> bool,
+    still_fails: Predicate<'a>,
 }
 
 impl Shrinker<'_> {
@@ -69,11 +77,67 @@ impl Shrinker<'_> {
             return false;
         }
         self.runs += 1;
-        if (self.still_fails)(&candidate) {
+        if let Some(spans) = (self.still_fails)(&candidate) {
+            self.spans = spans.into_iter().filter(|s| s.end <= candidate.len()).collect();
             self.best = candidate;
             return true;
         }
         false
+    }
+
+    fn span(&self, i: usize) -> Option<Range<usize>> {
+        self.spans.get(i).cloned().filter(|s| s.start < s.end && s.end <= self.best.len())
+    }
+
+    fn delete_spans(&mut self) {
+        let mut i = self.spans.len();
+        while i > 0 && !self.spent() {
+            i = (i - 1).min(self.spans.len());
+            let Some(span) = self.span(i) else { continue };
+            let mut candidate = self.best[..span.start].to_vec();
+            candidate.extend_from_slice(&self.best[span.end..]);
+            self.attempt(candidate);
+        }
+    }
+
+    fn zero_spans(&mut self) {
+        let mut i = 0;
+        while i < self.spans.len() && !self.spent() {
+            if let Some(span) = self.span(i).filter(|s| self.best[s.clone()].iter().any(|b| *b != 0)) {
+                let mut candidate = self.best.clone();
+                candidate[span].fill(0);
+                self.attempt(candidate);
+            }
+            i += 1;
+        }
+    }
+
+    fn lower_spans(&mut self) {
+        let mut i = 0;
+        while i < self.spans.len() && !self.spent() {
+            let Some(span) = self.span(i) else {
+                i += 1;
+                continue;
+            };
+            let value = self.best[span.clone()].iter().fold(0u64, |v, b| (v << 8) | u64::from(*b));
+            let (mut lo, mut hi) = (0u64, value);
+            while lo < hi && !self.spent() {
+                let mid = lo + (hi - lo) / 2;
+                let mut candidate = self.best.clone();
+                let width = span.len();
+                candidate[span.clone()].copy_from_slice(&mid.to_be_bytes()[8 - width..]);
+                let before = (self.best.len(), self.spans.get(i).cloned());
+                if self.attempt(candidate) {
+                    if (self.best.len(), self.spans.get(i).cloned()) != before {
+                        break;
+                    }
+                    hi = mid;
+                } else {
+                    lo = mid + 1;
+                }
+            }
+            i += 1;
+        }
     }
 
     fn cut_tail(&mut self) {
@@ -145,14 +209,37 @@ impl Shrinker<'_> {
 /// Shrinks `bytes`, a failing input, while `still_fails` says a candidate fails the same way.
 /// `still_fails` is not called on `bytes` itself (the caller knows it fails).
 pub fn shrink(bytes: &[u8], budget: Budget, mut still_fails: impl FnMut(&[u8]) -> bool) -> Shrunk {
+    shrink_spans(bytes, Vec::new(), budget, |candidate| still_fails(candidate).then(Vec::new))
+}
+
+/// [`shrink`] knowing where each draw's bytes are: `spans` are the byte ranges the failing
+/// run's draws read ([`crate::Source::spans`]), and `still_fails` answers a candidate that
+/// still fails with its own run's spans (`None` when it does not fail).
+pub fn shrink_spans(
+    bytes: &[u8],
+    spans: Vec<Range<usize>>,
+    budget: Budget,
+    mut still_fails: impl FnMut(&[u8]) -> Option<Vec<Range<usize>>>,
+) -> Shrunk {
     let mut best = bytes.to_vec();
     trim(&mut best);
-    let mut shrinker =
-        Shrinker { best, tried: HashSet::new(), runs: 0, started: Instant::now(), budget, still_fails: &mut still_fails };
+    let spans = spans.into_iter().filter(|s| s.end <= best.len()).collect();
+    let mut shrinker = Shrinker {
+        best,
+        spans,
+        tried: HashSet::new(),
+        runs: 0,
+        started: Instant::now(),
+        budget,
+        still_fails: &mut still_fails,
+    };
     loop {
         let before = shrinker.best.clone();
         shrinker.cut_tail();
         shrinker.delete_chunks();
+        shrinker.delete_spans();
+        shrinker.zero_spans();
+        shrinker.lower_spans();
         shrinker.zero_chunks();
         shrinker.lower_bytes();
         if shrinker.best == before || shrinker.spent() {

@@ -102,6 +102,19 @@ impl Simulation {
         campaign::run_with(self, corpus, &body, options, engine)
     }
 
+    /// Shrinks a failing input with the span-aware shrinker ([`super::shrink::shrink_spans`]):
+    /// the result still fails with the input's class and oracle. `None` when `input` does not
+    /// fail. The shrunk input keeps `input`'s root.
+    pub fn shrink_input<F, Fut>(&self, input: &Input, budget: super::shrink::Budget, body: F) -> Option<super::Shrunk>
+    where
+        F: Fn(crate::Ctx) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), Failure>> + 'static,
+    {
+        let body = boxed(body);
+        let failure = run_input(self, input, &body).outcome.failure.filter(|f| f.class.fails())?;
+        Some(super::exec::shrink_input(self, input, &failure, budget, &body))
+    }
+
     /// Runs every entry of `corpus` as a sweep of one input (replay line, confirmation in fresh
     /// processes and JSON line as for a seed) and gathers them into one report.
     pub(crate) fn run_corpus(&self, corpus: &Corpus, body: &Arc<Body>) -> Result<Report, ConfigError> {
