@@ -330,7 +330,7 @@ impl Sweep {
 
     fn spec(&self, seed: Seed) -> RunSpec {
         let mut spec = RunSpec::from_sim(&self.sim, seed, self.swarm.clone());
-        spec.keep_trace = self.child_out.is_none() || self.child_history;
+        spec.keep_trace = (self.child_out.is_none() || self.child_history) && self.sim.attempt.is_none();
         spec.trace_all = self.trace_all;
         spec.fuzz = self.sim.input.as_ref().map(|input| Source::from_bytes(input.bytes.to_vec()));
         spec
@@ -400,7 +400,9 @@ impl Sweep {
         if self.sim.confirm > 0 {
             self.confirm_failures(&mut outcomes, &kept_entries);
         }
-        if self.child_out.is_none() {
+        // A minimizer's attempts are its own business: no JSON line, no summary each.
+        let quiet = self.child_out.is_some() || self.sim.attempt.is_some();
+        if !quiet {
             for outcome in &outcomes {
                 if let Err(e) = report::append_json(outcome, &self.identity, &self.labels()) {
                     report::stderr_line(&format!("sim: could not append to SIM_JSON: {e}"));
@@ -408,7 +410,7 @@ impl Sweep {
             }
         }
         let report = Report::new(self.sim.name.clone(), self.identity.clone(), outcomes, started.elapsed());
-        if self.child_out.is_none() {
+        if !quiet {
             self.print(&report);
         }
         Ok(report)
