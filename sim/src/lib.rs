@@ -85,9 +85,9 @@ pub mod fault;
 #[cfg(tokio_unstable)]
 pub mod fuzz;
 #[cfg(tokio_unstable)]
-pub mod input;
-#[cfg(tokio_unstable)]
 pub mod history;
+#[cfg(tokio_unstable)]
+pub mod input;
 #[cfg(tokio_unstable)]
 pub mod minimize;
 #[cfg(tokio_unstable)]
@@ -128,11 +128,11 @@ pub use check::Check;
 #[cfg(tokio_unstable)]
 pub use driver::{Driver, Event, EventId};
 #[cfg(tokio_unstable)]
+pub use minimize::Minimized;
+#[cfg(tokio_unstable)]
 pub use net::Host;
 #[cfg(tokio_unstable)]
 pub use node::{NodeCtx, ServiceSpec, System};
-#[cfg(tokio_unstable)]
-pub use minimize::Minimized;
 #[cfg(tokio_unstable)]
 pub use oracle::Oracle;
 #[cfg(tokio_unstable)]
