@@ -5,6 +5,8 @@
 //! cargo run --release -p walkthroughs -- --seeds 2000 --measure 20   # seeds needed to find each planted bug
 //! SIM_SHARD=3/8 SIM_JSON=shard-3.jsonl cargo run --release -p walkthroughs -- \
 //!     --base-seed build --budget 10m --variants correct --canary orderstatus_late_commit_churn
+//! cargo run --release -p walkthroughs -- minimize '<replay line>'   # a smaller line (minimize_cmd.rs)
+//! cargo run --release -p walkthroughs -- fuzz --budget 30s          # a fuzz campaign per variant (fuzz_cmd.rs)
 //! ```
 //!
 //! Exits non-zero if a correct variant fails any seed or a planted bug is not found by its oracle
@@ -21,8 +23,16 @@ use clap::Parser;
 use sim::{Ctx, Failure, Oracle, Report, Simulation};
 use walkthroughs::{databases, orderstatus, shoppingcart, wallet};
 
+mod confirm;
+mod fuzz_cmd;
+mod minimize_cmd;
+mod replay_line;
+
+/// One run of a variant's body.
+type BoxFuture = Pin<Box<dyn Future<Output = Result<(), Failure>>>>;
+
 /// Runs one seed of a variant.
-type Runner = Arc<dyn Fn(Ctx) -> Pin<Box<dyn Future<Output = Result<(), Failure>>>> + Send + Sync>;
+type Runner = Arc<dyn Fn(Ctx) -> BoxFuture + Send + Sync>;
 
 /// One variant of one walkthrough: how the main job runs and judges it.
 #[derive(Clone)]
@@ -95,8 +105,11 @@ fn selected_cases(args: &Args) -> Result<Vec<Case>, String> {
 /// Sweeps every walkthrough's correct and planted variants over seeds and prints a table of what
 /// it found, with the command that replays each finding.
 #[derive(Parser, Debug)]
-#[command(version, about)]
+#[command(version, about, args_conflicts_with_subcommands = true)]
 struct Args {
+    /// Instead of the sweep: minimize a replay line, or run fuzz campaigns.
+    #[command(subcommand)]
+    command: Option<Command>,
     /// Seeds per variant (per round, with --budget).
     #[arg(long, default_value_t = 300)]
     seeds: u64,
@@ -125,6 +138,16 @@ struct Args {
     /// different base seeds, each stopping at its first finding (at most --seeds seeds).
     #[arg(long)]
     measure: Option<u64>,
+}
+
+/// The main job's commands besides the sweep.
+#[derive(clap::Subcommand, Debug)]
+enum Command {
+    /// Makes a failing seed's replay line smaller (same class and oracle) and prints what it
+    /// removed, the choices that matter, a smaller seed line and a shrunk fuzz input's line.
+    Minimize(minimize_cmd::MinimizeArgs),
+    /// Runs a fuzz campaign per selected variant for a budget each.
+    Fuzz(fuzz_cmd::FuzzArgs),
 }
 
 /// `--base-seed`: a number or the build's seed base.
@@ -213,6 +236,12 @@ fn median(mut values: Vec<u64>) -> u64 {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    match &args.command {
+        // Before any thread starts: `minimize` sets the line's knobs as the environment.
+        Some(Command::Minimize(minimize)) => return minimize_cmd::run(minimize),
+        Some(Command::Fuzz(fuzz)) => return fuzz_cmd::run(fuzz),
+        None => {}
+    }
     // A replay line names one simulation: a name that matches none would skip every row and pass.
     let only = std::env::var("SIM_ONLY").ok().filter(|o| !o.is_empty());
     if let Some(only) = &only
