@@ -138,7 +138,17 @@ fn body(case: &Case) -> impl Fn(Ctx) -> BoxFuture + Send + Sync + Clone + 'stati
     move |ctx| run(ctx)
 }
 
+/// Faults left, swarm dimensions above their simplest value, operations started: the sizes the
+/// coarse pass shrinks.
+fn sizes(o: &Outcome) -> (usize, usize, u64) {
+    let drawn = sim::swarm::parse_overrides(&o.swarm).unwrap_or_default();
+    let above = drawn.iter().filter(|(k, v)| o.swarm_simplest.get(*k).is_some_and(|s| s != *v)).count();
+    (o.faults.iter().filter(|f| !f.dropped).count(), above, o.operations)
+}
+
 fn print_coarse(m: &sim::Minimized) {
+    let ((f0, s0, o0), (f1, s1, o1)) = (sizes(&m.original), sizes(&m.minimized));
+    println!("coarse pass: faults {f0} → {f1}, swarm dimensions above simplest {s0} → {s1}, operations {o0} → {o1}");
     println!("removed ({}):", if m.removed.is_empty() { "nothing" } else { "in the order removed" });
     for item in &m.removed {
         println!("  - {item}");
@@ -192,7 +202,10 @@ fn byte_pass(case: &Case, line: &SeedLine, m: &sim::Minimized, budget: Budget) -
             return None;
         }
     };
+    // Relative to the working directory when inside it, as the library prints corpus paths.
     let path = std::path::absolute(&saved.path).unwrap_or(saved.path);
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let path = path.strip_prefix(&cwd).map(std::path::Path::to_path_buf).unwrap_or(path);
     println!(
         "input: {} → {} bytes in {} runs ({:.1}s){}; saved {}",
         shrunk.original_len,
