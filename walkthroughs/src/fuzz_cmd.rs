@@ -14,7 +14,7 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use sim::Simulation;
 use sim::fuzz::campaign::Options;
@@ -96,22 +96,25 @@ pub fn run(args: &FuzzArgs) -> ExitCode {
 /// One campaign; whether it found a failure.
 fn campaign(case: &Case, options: &Options) -> Result<bool, String> {
     let corpus = crate::minimize_cmd::corpus(case.simulation);
-    // Body calls that start within the budget are the campaign's runs (tapes included);
-    // shrinking and confirming come after the budget.
-    let started = Instant::now();
-    let deadline = started + options.budget;
-    let within = Arc::new(AtomicU64::new(0));
+    // The campaign's runs: body calls made before the budget ends (tapes included; shrinking
+    // and confirming come after), read by a thread of its own when the budget's wall time is
+    // up (inside a run, `Instant::now` is the simulation's clock, not the wall's).
+    let calls = Arc::new(AtomicU64::new(0));
+    let counter = Arc::clone(&calls);
     let run = Arc::clone(&case.run);
-    let counter = Arc::clone(&within);
     let body = move |ctx| {
-        if Instant::now() < deadline {
-            counter.fetch_add(1, Ordering::Relaxed);
-        }
+        counter.fetch_add(1, Ordering::Relaxed);
         run(ctx)
     };
+    let watched = Arc::clone(&calls);
+    let budget = options.budget;
+    let watcher = std::thread::spawn(move || {
+        std::thread::sleep(budget);
+        watched.load(Ordering::Relaxed)
+    });
     let report = Simulation::new(case.simulation).fuzz_with(&corpus, Some(options), body).map_err(|e| e.to_string())?;
     let _read = report.passed();
-    let runs = within.load(Ordering::Relaxed);
+    let runs = watcher.join().unwrap_or_else(|_| calls.load(Ordering::Relaxed));
     let failures: Vec<&sim::Outcome> = report.failures().collect();
     let found = failures
         .iter()
