@@ -71,7 +71,16 @@ impl Options {
         Ok(Some(Options {
             budget,
             runs: count("SIM_FUZZ_RUNS")?,
-            seed: count("SIM_FUZZ_SEED")?.unwrap_or(0),
+            seed: var("SIM_FUZZ_SEED")
+                .map(|v| {
+                    v.trim().parse::<Seed>().map(|s| s.0).map_err(|_| ConfigError::Invalid {
+                        var: "SIM_FUZZ_SEED",
+                        value: v,
+                        expected: "a seed (decimal u64 or 0x hex)",
+                    })
+                })
+                .transpose()?
+                .unwrap_or(0),
             tapes: count("SIM_FUZZ_TAPES")?.unwrap_or(8),
             shrink: Budget::default(),
         }))

@@ -58,7 +58,8 @@ type Predicate<'a> = &'a mut dyn FnMut(&[u8]) -> Option<Vec<Range<usize>>>;
 struct Shrinker<'a> {
     best: Vec<u8>,
     spans: Vec<Range<usize>>,
-    tried: HashSet<Vec<u8>>,
+    /// Hashes of the candidates already run (FNV-1a 64).
+    tried: HashSet<u64>,
     runs: u32,
     started: Instant,
     budget: Budget,
@@ -73,7 +74,8 @@ impl Shrinker<'_> {
     /// Tries `candidate`; keeps it (trailing zeros dropped) if it still fails and is smaller.
     fn attempt(&mut self, mut candidate: Vec<u8>) -> bool {
         trim(&mut candidate);
-        if !shortlex_less(&candidate, &self.best) || self.spent() || !self.tried.insert(candidate.clone()) {
+        if !shortlex_less(&candidate, &self.best) || self.spent() || !self.tried.insert(crate::input::fnv1a(&candidate))
+        {
             return false;
         }
         self.runs += 1;

@@ -68,7 +68,7 @@ impl Simulation {
         Fut: Future<Output = Result<(), Failure>> + 'static,
     {
         let body = boxed(body);
-        if std::env::var_os("SIM_FUZZ_INPUT").is_some() {
+        if std::env::var_os("SIM_FUZZ_INPUT").is_some_and(|v| !v.is_empty()) {
             return Sweep::new(self)?.run(body);
         }
         match campaign {
@@ -96,7 +96,7 @@ impl Simulation {
         Fut: Future<Output = Result<(), Failure>> + 'static,
     {
         let body = boxed(body);
-        if std::env::var_os("SIM_FUZZ_INPUT").is_some() {
+        if std::env::var_os("SIM_FUZZ_INPUT").is_some_and(|v| !v.is_empty()) {
             return Sweep::new(self)?.run(body);
         }
         campaign::run_with(self, corpus, &body, options, engine)

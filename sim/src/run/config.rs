@@ -223,8 +223,9 @@ pub enum ConfigError {
         /// How it ended (`passed`, or an excused violation).
         outcome: String,
     },
-    /// `SIM_FUZZ_INPUT` (or a corpus entry) names a file that cannot be read.
-    #[error("SIM_FUZZ_INPUT={path:?}: cannot read it: {reason}")]
+    /// A fuzz input (`SIM_FUZZ_INPUT`, a corpus entry) or a corpus directory cannot be read
+    /// or written.
+    #[error("fuzz input {path:?}: {reason}")]
     FuzzInput {
         /// The path.
         path: String,

@@ -69,7 +69,13 @@ fn apply_env(sim: &mut Simulation) -> Result<(), ConfigError> {
     }
     if let Some(path) = env_var("SIM_FUZZ_INPUT") {
         let read = crate::input::Input::read(std::path::Path::new(&path));
-        sim.input = Some(read.map_err(|e| ConfigError::FuzzInput { path: path.clone(), reason: e.to_string() })?);
+        let cwd = std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default();
+        let reason = |e: std::io::Error| {
+            format!(
+                "SIM_FUZZ_INPUT: cannot read it: {e} (a relative path is read from the working directory, {cwd}; cargo test runs a test in its package's directory)"
+            )
+        };
+        sim.input = Some(read.map_err(|e| ConfigError::FuzzInput { path: path.clone(), reason: reason(e) })?);
     }
     if let Some(input) = &sim.input
         && env_var("SIM_SEED").is_none()
@@ -348,7 +354,12 @@ impl Sweep {
             let shard = self.shard_note.as_ref().map(|s| format!(" ({})", s.note)).unwrap_or_default();
             let n = self.seeds.len();
             let what = match &self.sim.input {
-                Some(input) => format!("fuzz input {} ({} bytes)", input.path.display(), input.len()),
+                Some(input) => format!(
+                    "fuzz input {} ({} byte{})",
+                    input.path.display(),
+                    input.len(),
+                    if input.len() == 1 { "" } else { "s" }
+                ),
                 None => format!("{n} seed{}", if n == 1 { "" } else { "s" }),
             };
             report::stderr_line(&format!("sim: {}: {what}{shard} · {}", self.sim.name, self.identity));
@@ -399,6 +410,21 @@ impl Sweep {
         }
         if self.sim.confirm > 0 {
             self.confirm_failures(&mut outcomes, &kept_entries);
+        }
+        // A fault number past the run's faults drops nothing: say so rather than let the replay
+        // line carry it silently.
+        if let Some(last) = self.sim.drop_faults.last()
+            && self.child_out.is_none()
+            && self.sim.attempt.is_none()
+            && let Some(o) = outcomes.iter().find(|o| o.faults.len() < *last)
+        {
+            report::stderr_line(&format!(
+                "sim: {}: SIM_DROP_FAULTS names fault {last}, but seed {} scheduled {} fault{}: numbers past that drop nothing",
+                self.sim.name,
+                o.seed,
+                o.faults.len(),
+                if o.faults.len() == 1 { "" } else { "s" }
+            ));
         }
         // A minimizer's attempts are its own business: no JSON line, no summary each.
         let quiet = self.child_out.is_some() || self.sim.attempt.is_some();
