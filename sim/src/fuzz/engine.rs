@@ -99,7 +99,10 @@ impl Engine for Mutator {
         for _ in 0..=self.draws.below(4) {
             self.mutate_once(&mut bytes, &other);
         }
-        Input::new(bytes, parent.root)
+        // Now and then a new root: the runtime's own randomness (HashMap order, tokio's RNG)
+        // is explored too, not only under the roots the queue started with.
+        let root = if self.draws.ratio(1, 16) { Seed(self.draws.below(1 << 16)) } else { parent.root };
+        Input::new(bytes, root)
     }
 }
 
@@ -120,5 +123,6 @@ mod tests {
         assert!(a.iter().all(|i| i.len() <= 64));
         assert!(a.iter().filter(|i| !queue.contains(i)).count() > 150, "most proposals are new inputs");
         assert!(a.iter().any(|i| i.root == Seed(3)) && a.iter().any(|i| i.root == Seed(0)), "roots follow the parent");
+        assert!(a.iter().any(|i| i.root.0 > 3), "now and then a new root");
     }
 }
