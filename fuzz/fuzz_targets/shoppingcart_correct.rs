@@ -1,0 +1,16 @@
+//! libFuzzer target: the shopping-cart walkthrough without a planted bug, the control for
+//! `shoppingcart_non_atomic_idempotency`: a crash here is a false alarm of the harness or a real
+//! bug. Fed from the fuzz input's bytes by `Simulation::run_fuzz`; a failed run panics (a crash).
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use sim::Simulation;
+use walkthroughs::shoppingcart::{self, Variant};
+
+fuzz_target!(|data: &[u8]| {
+    let variant = Variant::Correct;
+    let outcome = Simulation::new(variant.simulation()).run_fuzz(data, move |ctx| shoppingcart::run(ctx, variant));
+    if let Some(failure) = &outcome.failure {
+        panic!("{} failed: {failure}", variant.simulation());
+    }
+});
