@@ -108,11 +108,16 @@ fn campaign(case: &Case, options: &Options) -> Result<bool, String> {
     };
     let watched = Arc::clone(&calls);
     let budget = options.budget;
+    let (done, ended) = std::sync::mpsc::channel::<()>();
+    // Reads the count when the budget is up, or when the campaign returns first (a fresh
+    // process replaying one input under SIM_FUZZ_INPUT runs no campaign).
     let watcher = std::thread::spawn(move || {
-        std::thread::sleep(budget);
+        let _ = ended.recv_timeout(budget);
         watched.load(Ordering::Relaxed)
     });
-    let report = Simulation::new(case.simulation).fuzz_with(&corpus, Some(options), body).map_err(|e| e.to_string())?;
+    let report = Simulation::new(case.simulation).fuzz_with(&corpus, Some(options), body).map_err(|e| e.to_string());
+    let _ = done.send(());
+    let report = report?;
     let _read = report.passed();
     let runs = watcher.join().unwrap_or_else(|_| calls.load(Ordering::Relaxed));
     let failures: Vec<&sim::Outcome> = report.failures().collect();
