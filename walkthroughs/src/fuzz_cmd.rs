@@ -42,7 +42,7 @@ pub struct FuzzArgs {
     #[arg(long, default_value_t = 8)]
     pub tapes: u64,
     /// At most this many runs shrinking each failure.
-    #[arg(long, default_value_t = 600)]
+    #[arg(long, default_value_t = 3000)]
     pub shrink_runs: u32,
 }
 

@@ -42,7 +42,7 @@ pub struct MinimizeArgs {
     /// `SIM_SEED=… SIM_ONLY=… [SIM_SWARM=…] [SIM_DROP_FAULTS=…] [SIM_MAX_OPS=…] [SIM_MODE=…] cargo run …`.
     pub line: String,
     /// At most this many runs for the byte pass (shrinking the seed's tape); 0 skips it.
-    #[arg(long, default_value_t = 600)]
+    #[arg(long, default_value_t = 3000)]
     pub shrink_runs: u32,
     /// At most this many seconds for the byte pass.
     #[arg(long, default_value_t = 120)]

@@ -18,7 +18,7 @@
 //! copy it read, the old password: the rotation is lost (and the self-healing step then gives the
 //! database the old password back).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -79,13 +79,14 @@ pub struct Context {
     variant: Variant,
     identity: String,
     passwords: Arc<Passwords>,
-    rng: Mutex<sim::seed::Source>,
 }
 
 impl Context {
     fn new_password(&self, db: &str, rotation: u64) -> String {
-        let mut bytes = [0u8; 8];
-        self.rng.lock().unwrap_or_else(|p| p.into_inner()).fill(&mut bytes);
+        // A password is the OS's randomness (`getrandom`, which a run answers from its root
+        // seed), not a choice: a fuzz input that runs out would answer every choice with the
+        // same simplest value, and equal passwords would read as a lost rotation.
+        let bytes: [u8; 8] = rand::random();
         let password: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
         self.passwords.made(db, rotation, &password, &self.identity);
         password
@@ -270,14 +271,12 @@ pub async fn main(node: NodeCtx, variant: Variant, passwords: Arc<Passwords>) ->
     let leases: Api<Lease> = Api::namespaced(client.clone(), NAMESPACE);
     let write = if variant == Variant::LeaseMergePatch { Write::MergePatch } else { Write::Update };
     let mut elector = Elector::new(leases, LEASE, node.name(), LeaseSettings::default(), write);
-    let rng = node.sim().source(&format!("databases/{}/{}", node.name(), node.incarnation()));
     let ctx = Arc::new(Context {
         client,
         db: DbClient::new(&node),
         variant,
         identity: node.name().to_string(),
         passwords,
-        rng: Mutex::new(rng),
     });
     node.set_ready();
     elector.campaign(&node, || node.spawn(run_controller(Arc::clone(&ctx)))).await;
