@@ -11,7 +11,8 @@
 //!
 //! The behaviour signal ([`features`]) stands in for compiler coverage: the pairs of consecutive
 //! history entry kinds, bucketed by count as AFL buckets edge hits (1, 2, 3, 4–7, 8–15, 16–31,
-//! 32–127, 128+), and every swarm value drawn. A failure is new when no earlier one had its class
+//! 32–127, 128+), and every swarm value drawn, bucketed (integers and durations by powers of
+//! two, ratios by eighths) so a continuous value does not make every run new. A failure is new when no earlier one had its class
 //! and oracle.
 
 use std::collections::{BTreeMap, HashSet};
@@ -128,11 +129,34 @@ pub fn features(entries: &[Entry], outcome: &Outcome) -> Vec<u64> {
     };
     let mut out: Vec<u64> =
         pairs.into_iter().map(|((a, b), n)| fnv1a(format!("{a}\u{1}{b}\u{1}{}", bucket(n)).as_bytes())).collect();
-    out.extend(outcome.swarm.split(',').filter(|v| !v.is_empty()).map(|v| fnv1a(format!("swarm\u{1}{v}").as_bytes())));
+    out.extend(
+        outcome
+            .swarm
+            .split(',')
+            .filter_map(|v| v.split_once('='))
+            .map(|(name, value)| fnv1a(format!("swarm\u{1}{name}\u{1}{}", swarm_bucket(value)).as_bytes())),
+    );
     if let Some(f) = &outcome.failure {
         out.push(fnv1a(format!("failure\u{1}{}\u{1}{:?}", f.class, f.oracle).as_bytes()));
     }
     out
+}
+
+/// A swarm value's bucket, so continuous values do not make every run look new: integers and
+/// durations by powers of two (0, 1, 2–3, 4–7, …; durations in nanoseconds), ratios by eighths,
+/// flags and choices as themselves.
+fn swarm_bucket(value: &str) -> String {
+    let log2 = |n: u64| 64 - n.leading_zeros();
+    if let Ok(n) = value.parse::<u64>() {
+        return format!("int {}", log2(n));
+    }
+    if let Ok(r) = value.parse::<f64>() {
+        return format!("ratio {}", (r.clamp(0.0, 1.0) * 8.0).floor());
+    }
+    if let Some(d) = crate::swarm::parse_duration(value) {
+        return format!("duration {}", log2(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)));
+    }
+    value.to_string()
 }
 
 /// Runs a campaign of `options` on `sim` with the in-process [`Mutator`]; returns the report of
@@ -235,4 +259,22 @@ pub(crate) fn run_with(
         None => crate::run::sweep::Sweep::new(&sim.clone().seeds(0..1))?.identity().clone(),
     };
     Ok(Report::new(sim.name.clone(), identity, outcomes, started.elapsed()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::swarm_bucket;
+
+    #[test]
+    fn swarm_values_bucket_by_powers_of_two_eighths_or_themselves() {
+        assert_eq!(swarm_bucket("0"), "int 0");
+        assert_eq!(swarm_bucket("5"), swarm_bucket("7"));
+        assert_ne!(swarm_bucket("7"), swarm_bucket("8"));
+        assert_eq!(swarm_bucket("0.26"), swarm_bucket("0.3"));
+        assert_ne!(swarm_bucket("0.1"), swarm_bucket("0.9"));
+        assert_eq!(swarm_bucket("3884539ns"), swarm_bucket("3000000ns"));
+        assert_ne!(swarm_bucket("0ms"), swarm_bucket("1ms"));
+        assert_eq!(swarm_bucket("true"), "true");
+        assert_eq!(swarm_bucket("range"), "range");
+    }
 }
