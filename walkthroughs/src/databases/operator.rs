@@ -271,13 +271,8 @@ pub async fn main(node: NodeCtx, variant: Variant, passwords: Arc<Passwords>) ->
     let leases: Api<Lease> = Api::namespaced(client.clone(), NAMESPACE);
     let write = if variant == Variant::LeaseMergePatch { Write::MergePatch } else { Write::Update };
     let mut elector = Elector::new(leases, LEASE, node.name(), LeaseSettings::default(), write);
-    let ctx = Arc::new(Context {
-        client,
-        db: DbClient::new(&node),
-        variant,
-        identity: node.name().to_string(),
-        passwords,
-    });
+    let ctx =
+        Arc::new(Context { client, db: DbClient::new(&node), variant, identity: node.name().to_string(), passwords });
     node.set_ready();
     elector.campaign(&node, || node.spawn(run_controller(Arc::clone(&ctx)))).await;
     Ok(())
