@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::corpus::Corpus;
-use super::engine::{Engine, Mutator};
+use super::engine::Engine;
 use super::exec::{input_sweep, run_input, same_failure, shrink_input, tape};
 use super::shrink::Budget;
 use crate::history::Entry;
@@ -159,25 +159,14 @@ fn swarm_bucket(value: &str) -> String {
     value.to_string()
 }
 
-/// Runs a campaign of `options` on `sim` with the in-process [`Mutator`]; returns the report of
-/// its shrunk, confirmed failures (empty when none) and prints a summary line.
+/// The longest input the in-process [`super::Mutator`] grows (64 KiB).
+pub const MAX_INPUT_LEN: usize = 64 * 1024;
+
+/// Runs a campaign of `options` on `sim` with `engine`; returns the report of its shrunk,
+/// confirmed failures (empty when none) and prints a summary line.
 ///
 /// # Errors
 /// [`ConfigError`] when the corpus cannot be read or an artifact cannot be written.
-pub(crate) fn run(
-    sim: &Simulation,
-    corpus: &Corpus,
-    body: &Arc<Body>,
-    options: &Options,
-) -> Result<Report, ConfigError> {
-    let mut engine = Mutator::new(Seed(options.seed), 64 * 1024);
-    run_with(sim, corpus, body, options, &mut engine)
-}
-
-/// [`run`] with any [`Engine`].
-///
-/// # Errors
-/// As [`run`].
 pub(crate) fn run_with(
     sim: &Simulation,
     corpus: &Corpus,

@@ -67,14 +67,15 @@ impl Simulation {
         F: Fn(crate::Ctx) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<(), Failure>> + 'static,
     {
+        if let Some(options) = campaign {
+            let mut engine = super::Mutator::new(Seed(options.seed), campaign::MAX_INPUT_LEN);
+            return self.fuzz_with_engine(corpus, options, &mut engine, body);
+        }
         let body = boxed(body);
-        if std::env::var_os("SIM_FUZZ_INPUT").is_some_and(|v| !v.is_empty()) {
+        if input_requested() {
             return Sweep::new(self)?.run(body);
         }
-        match campaign {
-            Some(options) => campaign::run(self, corpus, &body, options),
-            None => self.run_corpus(corpus, &body),
-        }
+        self.run_corpus(corpus, &body)
     }
 
     /// A campaign with an engine of the caller's ([`super::Engine`]): the seam for another
@@ -96,7 +97,7 @@ impl Simulation {
         Fut: Future<Output = Result<(), Failure>> + 'static,
     {
         let body = boxed(body);
-        if std::env::var_os("SIM_FUZZ_INPUT").is_some_and(|v| !v.is_empty()) {
+        if input_requested() {
             return Sweep::new(self)?.run(body);
         }
         campaign::run_with(self, corpus, &body, options, engine)
@@ -164,4 +165,9 @@ impl Simulation {
         let (outcome, input) = tape(self, seed, &boxed(body));
         (outcome, input)
     }
+}
+
+/// Whether `SIM_FUZZ_INPUT` names one input to run instead (empty counts as unset).
+fn input_requested() -> bool {
+    std::env::var_os("SIM_FUZZ_INPUT").is_some_and(|v| !v.is_empty())
 }
