@@ -16,7 +16,8 @@
 //!    first keep their times and choices, see [`crate::workload`]). This assumes fewer
 //!    operations fail less often; a failure that needs a later operation is kept as it is.
 //!
-//! Every attempt is a one-seed sweep with no confirmations, on a thread of its own (a sweep's
+//! The passes repeat, at most three rounds, until a round removes nothing: a swarm dimension a
+//! dropped fault needed can go in the next round. Every attempt is a one-seed sweep with no confirmations, on a thread of its own (a sweep's
 //! fresh processes answer for the first sweep of its name on their thread), with the knobs set
 //! on the builder, never in the environment. The result is small, not minimal: a failure that
 //! needs two faults together survives dropping either only if delta debugging tries the pair.
@@ -305,9 +306,17 @@ impl Simulation {
             removed: Vec::new(),
             runs: 1,
         };
-        search.knock_out_swarm()?;
-        search.drop_faults()?;
-        search.truncate_operations()?;
+        // Rounds until one removes nothing (at most 3): a dimension kept because a fault needed
+        // it may go once that fault is dropped.
+        for _ in 0..3 {
+            let removed = search.removed.len();
+            search.knock_out_swarm()?;
+            search.drop_faults()?;
+            search.truncate_operations()?;
+            if search.removed.len() == removed {
+                break;
+            }
+        }
         let Search { target, knobs, best, removed, runs, .. } = search;
         Ok(Minimized {
             seed,

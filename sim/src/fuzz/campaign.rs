@@ -7,7 +7,8 @@
 //! - `SIM_FUZZ_SEED=N` — the engine's seed (default 0): a campaign replays from it, up to wall-time
 //!   cut-offs;
 //! - `SIM_FUZZ_TAPES=N` — seed the queue with the tapes of seeds 0..N (default 8) besides the
-//!   corpus: a tape is a real run's choice sequence, so mutations start from plausible runs.
+//!   corpus: a tape is a real run's choice sequence, so mutations start from plausible runs;
+//! - `SIM_FUZZ_SHRINK_RUNS=N` — at most N runs shrinking each failure (default 2000, or 300 s).
 //!
 //! The behaviour signal ([`features`]) stands in for compiler coverage: the pairs of consecutive
 //! history entry kinds, bucketed by count as AFL buckets edge hits (1, 2, 3, 4–7, 8–15, 16–31,
@@ -83,7 +84,10 @@ impl Options {
                 .transpose()?
                 .unwrap_or(0),
             tapes: count("SIM_FUZZ_TAPES")?.unwrap_or(8),
-            shrink: Budget::default(),
+            shrink: match count("SIM_FUZZ_SHRINK_RUNS")? {
+                Some(runs) => Budget { runs: u32::try_from(runs).unwrap_or(u32::MAX), ..Budget::default() },
+                None => Budget::default(),
+            },
         }))
     }
 }
