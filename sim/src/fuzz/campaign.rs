@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use super::corpus::Corpus;
 use super::engine::Engine;
-use super::exec::{input_sweep, run_input, same_failure, shrink_input, tape};
+use super::exec::{run_input, run_input_sweep, same_failure, shrink_input, tape};
 use super::shrink::Budget;
 use crate::history::Entry;
 use crate::input::{Input, fnv1a};
@@ -229,7 +229,7 @@ pub(crate) fn run_with(
             if shrunk.budget_spent { " (budget spent)" } else { "" },
             saved.path.display()
         ));
-        let report = input_sweep(sim, saved).run(Arc::clone(body))?;
+        let report = run_input_sweep(sim, saved, body)?;
         let _read = report.passed();
         identity.get_or_insert_with(|| report.identity.clone());
         outcomes.extend(report.outcomes.iter().cloned());

@@ -70,22 +70,11 @@ pub(crate) fn tape(sim: &Simulation, seed: Seed, body: &Arc<Body>) -> (Outcome, 
     (result.outcome, Input::new(recorded.bytes(), seed))
 }
 
-/// A simulation that runs `input` (under its root seed) instead of seeds.
-pub(crate) fn input_sweep(sim: &Simulation, input: Input) -> InputSweep {
+/// Runs `input` (under its root seed) instead of seeds, as a sweep: confirmation in fresh
+/// processes and a replay line naming `SIM_FUZZ_INPUT`.
+pub(crate) fn run_input_sweep(sim: &Simulation, input: Input, body: &Arc<Body>) -> Result<Report, ConfigError> {
     let mut sim = sim.clone();
     sim.seeds = Seeds::List(vec![input.root.0]);
     sim.input = Some(input);
-    InputSweep { sim }
-}
-
-/// A simulation set to run one input: a sweep of one "seed" (the input's root).
-pub(crate) struct InputSweep {
-    sim: Simulation,
-}
-
-impl InputSweep {
-    /// Runs it like any sweep (confirmation, replay line naming `SIM_FUZZ_INPUT`).
-    pub(crate) fn run(&self, body: Arc<Body>) -> Result<Report, ConfigError> {
-        Sweep::new(&self.sim)?.run(body)
-    }
+    Sweep::new(&sim)?.run(Arc::clone(body))
 }

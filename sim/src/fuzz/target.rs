@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use super::campaign;
 use super::corpus::Corpus;
-use super::exec::{boxed, input_sweep, run_input, tape};
+use super::exec::{boxed, run_input, run_input_sweep, tape};
 use crate::input::Input;
 use crate::report::{Failure, Outcome, Report};
 use crate::run::simulation::Body;
@@ -132,7 +132,7 @@ impl Simulation {
         let mut outcomes = Vec::new();
         let mut identity = None;
         for input in entries {
-            let report = input_sweep(self, input).run(Arc::clone(body))?;
+            let report = run_input_sweep(self, input, body)?;
             let _read = report.passed();
             identity.get_or_insert_with(|| report.identity.clone());
             outcomes.extend(report.outcomes.iter().cloned());
@@ -142,6 +142,19 @@ impl Simulation {
             None => Sweep::new(&self.clone().seeds(0..1))?.identity().clone(),
         };
         Ok(Report::new(self.name.clone(), identity, outcomes, started.elapsed()))
+    }
+
+    /// Runs one run whose choices come from fuzz bytes (`data`), for a cargo-fuzz/libFuzzer
+    /// target: every stream of the run reads `data` in draw order, and once it is used up every
+    /// draw returns its simplest value, so shrinking the input simplifies the run. The runtime's
+    /// own randomness (`getrandom`, tokio's RNG) is keyed from seed 0 ([`Simulation::run_input`]
+    /// under root 0).
+    pub fn run_fuzz<F, Fut>(&self, data: &[u8], body: F) -> Outcome
+    where
+        F: Fn(crate::Ctx) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), Failure>> + 'static,
+    {
+        self.run_input(&Input::new(data.to_vec(), Seed(0)), body)
     }
 
     /// Runs one input (bytes under a root seed) and returns its outcome; no replay line, no
@@ -162,8 +175,7 @@ impl Simulation {
         F: Fn(crate::Ctx) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<(), Failure>> + 'static,
     {
-        let (outcome, input) = tape(self, seed, &boxed(body));
-        (outcome, input)
+        tape(self, seed, &boxed(body))
     }
 }
 

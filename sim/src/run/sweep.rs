@@ -930,21 +930,6 @@ impl Simulation {
         let body: Arc<Body> = Arc::new(move |ctx| Box::pin(body(ctx)) as BoxFuture);
         Sweep::new(self)?.run(body)
     }
-
-    /// Runs one run whose choices come from fuzz bytes (`data`), for a cargo-fuzz/libFuzzer
-    /// target: every stream of the run reads `data` in draw order, and once it is used up every
-    /// draw returns its simplest value, so shrinking the input simplifies the run. The runtime's
-    /// own randomness (`getrandom`, tokio's RNG) is keyed from seed 0.
-    pub fn run_fuzz<F, Fut>(&self, data: &[u8], body: F) -> Outcome
-    where
-        F: Fn(Ctx) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<(), Failure>> + 'static,
-    {
-        let body: Arc<Body> = Arc::new(move |ctx| Box::pin(body(ctx)) as BoxFuture);
-        let mut spec = RunSpec::from_sim(self, Seed(0), self.swarm.clone());
-        spec.fuzz = Some(Source::from_bytes(data.to_vec()));
-        once::run_once(spec, body, self.watchdog).outcome
-    }
 }
 
 #[cfg(test)]
