@@ -679,6 +679,38 @@ fn q8_excuses_a_member_the_coordinator_lost_touch_with_before_it_could_leave() {
     assert!(!judge(&h.history(), &facts, &alo()).fired(Q8));
 }
 
+#[test]
+fn q8_attributes_a_member_id_to_the_incarnation_it_was_handed_out_to() {
+    // c1's incarnation crashes while the coordinator holds its JoinGroup: the id m3 was handed out
+    // before the crash, but generation 2, the first to list it, forms after. The next incarnation
+    // starts, stops and leaves before it ever joins; m3's session then expires. That expiry is
+    // the crash's: the stopped incarnation never had an id.
+    let mut h = H::new();
+    let asked = h.now;
+    h.wait(Duration::from_millis(100)).ev("c1", What::Crash);
+    let crashed = h.now;
+    h.wait(Duration::from_secs(1)).ev("c1", What::Stop).ev("c1", What::Leave);
+    let mut facts = Facts::default();
+    let mut g = generation(2, &[("m3", "c1", &[])]);
+    g.at = crashed + Duration::from_millis(200);
+    facts.generations.push(g);
+    facts.departures.push(Departure {
+        at: h.now + Duration::from_secs(5),
+        member_id: "m3".into(),
+        cause: DepartureCause::SessionExpired,
+    });
+    // Without the hand-out, m3 reads as the stopped incarnation's id (first seen after the crash).
+    let v = only(&judge(&h.history(), &facts, &alo()), Q8, None, Some("c1")).clone();
+    assert!(v.message.contains("m3") && v.message.contains("SessionExpired"), "{v}");
+    facts.handed_out.insert("m3".into(), asked);
+    let report = judge(&h.history(), &facts, &alo());
+    assert!(!report.fired(Q8), "{report}");
+    // Handed out after the crash, it is the next incarnation's: its expiry is a violation again.
+    facts.handed_out.insert("m3".into(), crashed + Duration::from_millis(100));
+    let v = only(&judge(&h.history(), &facts, &alo()), Q8, None, Some("c1")).clone();
+    assert!(v.message.contains("m3"), "{v}");
+}
+
 // ---- Q9 -----------------------------------------------------------------------------------
 
 fn settings() -> ConsumerSettings {

@@ -199,6 +199,9 @@ impl Joining<'_> {
         let (env, version) = (self.env, self.version);
         let prefix = self.instance.clone().unwrap_or_else(|| self.client_id.to_string());
         let new_id = format!("{prefix}-{counter:012}");
+        // When the id was handed out: a member id belongs to the incarnation that asked for it
+        // (Q8 attributes departures by it; a generation may list it only after that one crashed).
+        env.record("kafka.group.id", &self.group_id, &format!("{new_id} handed out"));
         if let Some(instance) = &self.instance {
             if let Some(old_id) = group.instances.get(instance).cloned() {
                 return self.replace_static(group, instance, &old_id, new_id, tx, rx);

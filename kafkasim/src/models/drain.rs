@@ -171,6 +171,13 @@ fn incarnation_ids<'f>(facts: &'f Facts, client: &str, since: Option<Duration>, 
             *at = (*at).min(g.at);
         }
     }
+    // An id is its incarnation's from when it was handed out, when the coordinator says: a
+    // crashed incarnation's held JoinGroup may complete (first be seen) after its crash.
+    for (id, at) in first_seen.iter_mut() {
+        if let Some(handed) = facts.handed_out.get(*id) {
+            *at = *handed;
+        }
+    }
     first_seen.into_iter().filter(|(_, at)| since.is_none_or(|s| *at > s) && *at < until).map(|(id, _)| id).collect()
 }
 

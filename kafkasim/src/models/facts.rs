@@ -83,6 +83,8 @@ pub struct Facts {
     pub partitions: BTreeMap<TopicPartition, PartitionView>,
     /// Its members' departures, oldest first.
     pub departures: Vec<Departure>,
+    /// When the coordinator handed out each member id (`kafka.group.id`); empty when unknown.
+    pub handed_out: BTreeMap<String, Duration>,
 }
 
 impl Facts {
@@ -101,6 +103,12 @@ impl Facts {
             commits: cluster.commits().into_iter().filter(|c| c.group == group).collect(),
             partitions,
             departures: cluster.group_events(group).iter().filter_map(Departure::from_group_event).collect(),
+            handed_out: cluster
+                .group_events(group)
+                .iter()
+                .filter(|e| e.kind == "kafka.group.id")
+                .filter_map(|e| Some((e.detail.split_once(' ')?.0.to_string(), e.at)))
+                .collect(),
         }
     }
 
