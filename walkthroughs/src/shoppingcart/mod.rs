@@ -265,11 +265,20 @@ async fn rotate(op: OpCtx<Model>) -> OpOutcome {
 }
 
 /// Checks out with the operation's idempotency key, retrying an unanswered attempt with the same
-/// key (at most [`CHECKOUT_ATTEMPTS`], backoff doubling from [`RETRY_BACKOFF`]).
+/// key (at most [`CHECKOUT_ATTEMPTS`], backoff doubling from [`RETRY_BACKOFF`]). Once an attempt
+/// went unanswered it may have charged, and a later attempt refused before the key was looked at
+/// (a 401/403: identity rotated the token's key away, or a replica with a fresher key set
+/// answered; a failed token fetch) says nothing about that charge: the checkout is then
+/// indeterminate, not failed.
 async fn checkout(op: OpCtx<Model>) -> OpOutcome {
     let url = format!("http://cart:8080/cart/{}/checkout", user(&op));
     let key = op.idempotency_key().to_string();
     let mut last = OpOutcome::Indeterminate("no attempt".into());
+    let mut unanswered = false;
+    let settle = |o: OpOutcome, unanswered: bool| match o {
+        OpOutcome::Failed(why) if unanswered => OpOutcome::Indeterminate(format!("{why} after an unanswered attempt")),
+        o => o,
+    };
     for attempt in 0..CHECKOUT_ATTEMPTS {
         if attempt > 0 {
             tokio::time::sleep(RETRY_BACKOFF * 2u32.pow(attempt - 1)).await;
@@ -277,7 +286,7 @@ async fn checkout(op: OpCtx<Model>) -> OpOutcome {
         let reply = match authorized(&op, http::Method::POST, &url, None, &[("idempotency-key", key.clone())]).await {
             Ok(reply) => reply,
             Err(o) => {
-                last = o;
+                last = settle(o, unanswered);
                 continue;
             }
         };
@@ -289,9 +298,20 @@ async fn checkout(op: OpCtx<Model>) -> OpOutcome {
                 op.model().acknowledged.insert(key.clone(), order.total);
                 return OpOutcome::Ok(format!("charge {}", order.total));
             }
-            Reply::Status(status, _) if status >= 500 => last = OpOutcome::Indeterminate(format!("checkout: {status}")),
+            Reply::Status(status, _) if status >= 500 => {
+                unanswered = true;
+                last = OpOutcome::Indeterminate(format!("checkout: {status}"));
+            }
+            // Authorization runs before the idempotency lookup: a refused token says nothing about
+            // the key (a 409 does: no order under it, and the cart was empty).
+            Reply::Status(status @ (401 | 403), _) => {
+                return settle(OpOutcome::Failed(format!("checkout: {status}")), unanswered);
+            }
             Reply::Status(status, _) => return OpOutcome::Failed(format!("checkout: {status}")),
-            Reply::Transport(e) => last = OpOutcome::Indeterminate(format!("checkout: {e}")),
+            Reply::Transport(e) => {
+                unanswered = true;
+                last = OpOutcome::Indeterminate(format!("checkout: {e}"));
+            }
         }
     }
     last
