@@ -146,7 +146,7 @@ pub async fn run(ctx: Ctx, variant: Variant) -> Result<(), Failure> {
     hosts.push("kube-apiserver".to_string());
     Nemesis::new(&hosts, start + Duration::from_secs(1)..start + window).longest(Duration::from_secs(3)).schedule(&ctx);
 
-    let silent_watch = api_faults(&ctx, &api, start + Duration::from_secs(1)..start + window);
+    let faults = api_faults(&ctx, &api, start + Duration::from_secs(1)..start + window);
 
     let workload = users::workload();
     let ops = ctx.swarm().int("workload.ops", 20..=60);
@@ -154,7 +154,7 @@ pub async fn run(ctx: Ctx, variant: Variant) -> Result<(), Failure> {
     ctx.record("workload.done", "users", format!("{:?}", sim::workload::tally(&records)));
 
     system.heal().await?;
-    users::converges(&ctx, silent_watch).await?;
+    users::converges(&ctx, faults).await?;
     system.stop().await?;
     users::rotation_kept(&api, &passwords, &disk)?;
     oracles(&api, &passwords)
@@ -164,12 +164,14 @@ pub async fn run(ctx: Ctx, variant: Variant) -> Result<(), Failure> {
 /// time for a drawn length inside `window`: 429s, 503s and 504s on a drawn verb, slow answers,
 /// stale lists, watch 410s, cut and silent watch streams, delayed watch delivery to one operator
 /// replica, and a restart. Returns whether a silent watch cut was drawn (the convergence bound
-/// then waits for the watcher's timeout).
-fn api_faults(ctx: &Ctx, api: &kubesim::server::ApiServer, window: std::ops::Range<Duration>) -> bool {
+/// then waits for the watcher's timeout) and when the last fault ends (a fault may outlast the
+/// window and the heal: convergence is judged only after it, as kubesim's convergence model says).
+fn api_faults(ctx: &Ctx, api: &kubesim::server::ApiServer, window: std::ops::Range<Duration>) -> users::ApiFaults {
     use kubesim::fault::{ApiVerb, Fault, Restart};
     let count = ctx.swarm().int("kube.faults", 0..=4);
     let mut source = ctx.source("databases/api-faults");
     let mut silent = false;
+    let mut end = Duration::ZERO;
     let verbs = [
         ApiVerb::Get,
         ApiVerb::List,
@@ -200,12 +202,14 @@ fn api_faults(ctx: &Ctx, api: &kubesim::server::ApiServer, window: std::ops::Ran
             _ => {
                 let down = Duration::from_millis(source.range(100..=3000));
                 sim::fault::at(ctx.driver(), api, at, Restart { down }).forever();
+                end = end.max(at + down);
                 continue;
             }
         };
         sim::fault::at(ctx.driver(), api, at, fault).lasting(lasting);
+        end = end.max(at + lasting);
     }
-    silent
+    users::ApiFaults { silent_watch: silent, end }
 }
 
 /// The controller models over what the API server recorded: leader overlap bounded, no writes

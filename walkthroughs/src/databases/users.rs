@@ -219,14 +219,30 @@ pub fn bound(silent_watch: bool) -> LivenessBound {
         .plus("error requeue + database timeout", ERROR_REQUEUE + DB_TIMEOUT * 2)
 }
 
-/// Liveness: every Database converges within [`bound`] after healing.
+/// The API-server faults a run drew: whether a silent watch cut is among them, and the fake time
+/// (since the run started) the last of them ends.
+#[derive(Copy, Clone, Debug, Default)]
+pub struct ApiFaults {
+    /// A silent watch cut was drawn (the bound waits for the watch's timeout).
+    pub silent_watch: bool,
+    /// When the last fault ends.
+    pub end: Duration,
+}
+
+/// Liveness: every Database converges within [`bound`] after healing and after the last API
+/// fault ended (the checker reads through the API server: a stale list still installed would
+/// show it a past state as converged).
 ///
 /// # Errors
 /// A liveness failure of oracle `converges`.
-pub async fn converges(ctx: &Ctx, silent_watch: bool) -> Result<(), Failure> {
+pub async fn converges(ctx: &Ctx, faults: ApiFaults) -> Result<(), Failure> {
     let host = ctx.net().host("checker");
     let (client, db) = (client(&host), DbClient::from_host(&host));
-    check::liveness(ctx, &bound(silent_watch), || converged(&client, &db))
+    if faults.end >= ctx.elapsed() {
+        // Strictly after the last fault's release (an event at that same instant).
+        tokio::time::sleep(faults.end - ctx.elapsed() + Duration::from_millis(1)).await;
+    }
+    check::liveness(ctx, &bound(faults.silent_watch), || converged(&client, &db))
         .await
         .map_err(|f| Failure { oracle: Some(CONVERGES), ..f })
 }
