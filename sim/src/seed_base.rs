@@ -16,10 +16,18 @@
 //! | event  | `GITHUB_EVENT_NAME` (`push`, `pull_request`, `merge_group`, `schedule`) | `local` |
 //! | job    | `GITHUB_JOB`                                            | `local`    |
 //! | salt   | `SIM_SEED_SALT` (a fleet sets its run id)               | empty      |
+//!
+//! `git rev-parse HEAD` runs in `CARGO_MANIFEST_DIR` (set under `cargo run`/`cargo test`), else
+//! the working directory: a shipped binary knows its commit only from `GITHUB_SHA` (Actions
+//! sets it in every job; `deploy/Dockerfile` bakes it into the image). With neither, the commit
+//! is `unknown` and every such build derives one base: [`BuildBase::warning`] says so.
 
 use std::fmt;
 
 use crate::seed::Seed;
+
+/// The commit a base names when neither `GITHUB_SHA` nor git gives one.
+pub const UNKNOWN_COMMIT: &str = "unknown";
 
 /// The seed base a build derives, with what it was derived from (printed, so it can be checked
 /// and re-derived).
@@ -52,6 +60,18 @@ impl BuildBase {
             job: job.to_string(),
             salt: salt.to_string(),
         }
+    }
+
+    /// What to say when the base cannot tell builds apart: the commit is `unknown` (no
+    /// `GITHUB_SHA`, no git checkout around the working directory: a shipped binary run
+    /// elsewhere) and no salt is set, so every build run this way draws the same seeds.
+    pub fn warning(&self) -> Option<String> {
+        (self.commit == UNKNOWN_COMMIT && self.salt.is_empty()).then(|| {
+            "the commit is unknown (no GITHUB_SHA, and no git checkout here), so every build run like this \
+             derives this same seed base: set GITHUB_SHA to the commit the binary was built from (or \
+             SIM_SEED_SALT to a run id)"
+                .to_string()
+        })
     }
 
     /// The seeds `base, base+1, …, base+count-1` (wrapping past `u64::MAX`).
@@ -114,5 +134,18 @@ mod tests {
         assert!(line.contains("commit 0123456789ab,"), "{line}");
         assert!(line.contains("event schedule, job shard, salt 42"), "{line}");
         assert!(line.contains(&format!("({})", b.base)), "{line}");
+    }
+
+    #[test]
+    fn an_unknown_commit_without_a_salt_is_warned_about() {
+        let unknown = BuildBase::derive(UNKNOWN_COMMIT, "local", "local", "");
+        let warning = unknown.warning().expect("an unknown commit is warned about");
+        assert!(warning.contains("set GITHUB_SHA"), "{warning}");
+        assert_eq!(
+            BuildBase::derive(UNKNOWN_COMMIT, "local", "local", "run-7").warning(),
+            None,
+            "a salt tells runs apart"
+        );
+        assert_eq!(BuildBase::derive("1a2b", "push", "fleet", "").warning(), None);
     }
 }

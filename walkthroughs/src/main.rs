@@ -11,7 +11,9 @@
 //!
 //! Exits non-zero if a correct variant fails any seed or a planted bug is not found by its oracle
 //! (under `SIM_SHARD` a planted bug missed by this shard is printed but left to the merge of all
-//! shards to judge: `fleet merge --canary`).
+//! shards to judge: `fleet merge --canary`); exits 2 for bad usage, including a `SIM_*` value
+//! the sweeps cannot use (one line, before anything runs). Where the seeds come from, and how
+//! `SIM_SEED`/`SIM_SEEDS` win over the arguments, is `seed_plan.rs`.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -27,6 +29,9 @@ mod confirm;
 mod fuzz_cmd;
 mod minimize_cmd;
 mod replay_line;
+mod seed_plan;
+
+use seed_plan::{Base, Plan, parse_base};
 
 /// One run of a variant's body.
 type BoxFuture = Pin<Box<dyn Future<Output = Result<(), Failure>>>>;
@@ -110,8 +115,8 @@ struct Args {
     /// Instead of the sweep: minimize a replay line, or run fuzz campaigns.
     #[command(subcommand)]
     command: Option<Command>,
-    /// Seeds per variant (per round, with --budget).
-    #[arg(long, default_value_t = 300)]
+    /// Seeds per variant (per round, with --budget); at least 1.
+    #[arg(long, default_value_t = 300, value_parser = seed_plan::parse_count)]
     seeds: u64,
     /// The first seed (seeds are base..base+seeds): a number, or `build` for the seed base this
     /// build derives from the commit, CI event, CI job and SIM_SEED_SALT (printed).
@@ -121,8 +126,8 @@ struct Args {
     /// much wall time is spent, e.g. 10m or 90s; the round in progress finishes its variant.
     #[arg(long, value_parser = parse_budget)]
     budget: Option<Duration>,
-    /// With --budget: at most this many rounds, even if budget is left.
-    #[arg(long, requires = "budget")]
+    /// With --budget: at most this many rounds (at least 1), even if budget is left.
+    #[arg(long, requires = "budget", value_parser = seed_plan::parse_count)]
     rounds: Option<u64>,
     /// Which variants run: all, or only the correct ones (fresh-seed fleets hunt real bugs).
     #[arg(long, value_enum, default_value_t = Variants::All)]
@@ -148,20 +153,6 @@ enum Command {
     Minimize(minimize_cmd::MinimizeArgs),
     /// Runs a fuzz campaign per selected variant for a budget each.
     Fuzz(fuzz_cmd::FuzzArgs),
-}
-
-/// `--base-seed`: a number or the build's seed base.
-#[derive(Clone, Debug)]
-enum Base {
-    Seed(u64),
-    Build,
-}
-
-fn parse_base(text: &str) -> Result<Base, String> {
-    match text.trim() {
-        "build" => Ok(Base::Build),
-        t => t.parse::<sim::Seed>().map(|s| Base::Seed(s.0)).map_err(|e| format!("{e} (or `build`)")),
-    }
 }
 
 fn parse_budget(text: &str) -> Result<Duration, String> {
@@ -217,8 +208,19 @@ impl Row {
     }
 }
 
-fn sweep(args: &Args, case: &Case, seeds: std::ops::Range<u64>, stop_early: bool) -> Report {
+/// One sweep of a variant; `seed_base` is the build base its seeds were drawn from. A
+/// configuration error (a `SIM_*` value the sweep cannot use) is one line naming the simulation.
+fn sweep(
+    args: &Args,
+    case: &Case,
+    seeds: std::ops::Range<u64>,
+    seed_base: Option<u64>,
+    stop_early: bool,
+) -> Result<Report, String> {
     let mut sim = Simulation::new(case.simulation).seeds(seeds).seed_lines(false).progress(!stop_early).trace_tail(0);
+    if let Some(base) = seed_base {
+        sim = sim.seed_base(base);
+    }
     if let Some(jobs) = args.jobs {
         sim = sim.jobs(jobs);
     }
@@ -226,7 +228,7 @@ fn sweep(args: &Args, case: &Case, seeds: std::ops::Range<u64>, stop_early: bool
         sim = sim.stop_after_failures(1).jobs(1).confirm(0);
     }
     let run = Arc::clone(&case.run);
-    sim.run(move |ctx| run(ctx))
+    sim.try_run(move |ctx| run(ctx)).map_err(|e| format!("simulation {}: {e}", case.simulation))
 }
 
 fn median(mut values: Vec<u64>) -> u64 {
@@ -258,19 +260,19 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let base = match args.base_seed {
-        Base::Seed(seed) => {
-            println!("walkthroughs: seed base {seed} (--base-seed)");
-            seed
-        }
-        Base::Build => {
-            let base = sim::seed_base::build_base();
-            println!("walkthroughs: {base}");
-            base.base
+    let plan = match Plan::new(&args.base_seed) {
+        Ok(plan) => plan,
+        Err(message) => {
+            eprintln!("walkthroughs: {message}");
+            return ExitCode::from(2);
         }
     };
-    let sharded = std::env::var("SIM_SHARD").is_ok_and(|s| !s.trim().is_empty());
-    let seeds_given = std::env::var_os("SIM_SEED").is_some() || std::env::var_os("SIM_SEEDS").is_some();
+    for line in plan.header() {
+        println!("walkthroughs: {line}");
+    }
+    let base = plan.base();
+    let sharded = plan.shard.is_some();
+    let seeds_given = plan.seeds_from_env();
     let replaying = only.is_some() || seeds_given;
     let started = Instant::now();
     let mut rows: Vec<Row> = cases.into_iter().map(|case| Row { case, reports: Vec::new() }).collect();
@@ -283,10 +285,16 @@ fn main() -> ExitCode {
             // round must be the first of its name on its thread too.
             let range = start..start.saturating_add(args.seeds);
             let report = std::thread::scope(|s| {
-                let round = s.spawn(|| sweep(&args, &row.case, range, false));
+                let round = s.spawn(|| sweep(&args, &row.case, range, plan.line_seed_base(), false));
                 round.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
             });
-            row.reports.push(report);
+            match report {
+                Ok(report) => row.reports.push(report),
+                Err(message) => {
+                    eprintln!("walkthroughs: {message}");
+                    return ExitCode::from(2);
+                }
+            }
         }
         round += 1;
         // A shard given fewer positions than a round holds runs nothing: no point in more rounds.
@@ -302,7 +310,7 @@ fn main() -> ExitCode {
             _ => break,
         }
     }
-    if let Some(budget) = args.budget {
+    if let Some(budget) = args.budget.filter(|_| !seeds_given) {
         let seeds: usize = rows.iter().map(|r| r.outcomes().count()).sum();
         println!(
             "walkthroughs: budget {budget:?}: {round} round{} of {} seeds per variant, {seeds} seeds run in {:.1}s",
@@ -318,8 +326,11 @@ fn main() -> ExitCode {
         println!(
             "--measure skipped: SIM_ONLY/SIM_SEED/SIM_SEEDS choose the seeds (a replay), and measuring sweeps its own"
         );
-    } else if let Some(sweeps) = args.measure {
-        measure(&args, sweeps);
+    } else if let Some(sweeps) = args.measure
+        && let Err(message) = measure(&args, sweeps)
+    {
+        eprintln!("walkthroughs: {message}");
+        return ExitCode::from(2);
     }
     print_crash_stats();
     println!("total {:.1}s", started.elapsed().as_secs_f64());
@@ -392,7 +403,7 @@ fn print_findings(rows: &[Row]) {
 
 /// `--measure`: how many seeds each planted bug takes to find, over `sweeps` sweeps from
 /// different base seeds.
-fn measure(args: &Args, sweeps: u64) {
+fn measure(args: &Args, sweeps: u64) -> Result<(), String> {
     println!();
     println!(
         "seeds needed to find each planted bug ({sweeps} sweeps from different base seeds, at most {} seeds each):",
@@ -404,7 +415,7 @@ fn measure(args: &Args, sweeps: u64) {
         let mut walls = Vec::new();
         for k in 0..sweeps {
             let base = 1_000_000 * (k + 1);
-            let report = sweep(args, &case, base..base + args.seeds, true);
+            let report = sweep(args, &case, base..base + args.seeds, None, true)?;
             walls.extend(report.outcomes.iter().map(|o| o.wall()));
             match report.failures().find(|o| o.failure.as_ref().is_some_and(|f| f.oracle == case.oracle)) {
                 Some(found) => needed.push(found.seed.0.saturating_sub(base) + 1),
@@ -421,6 +432,7 @@ fn measure(args: &Args, sweeps: u64) {
             per_seed.as_secs_f64() * 1000.0
         );
     }
+    Ok(())
 }
 
 /// What crashes did to tasks and sockets across the whole sweep.

@@ -139,6 +139,10 @@ fn seeds_from_the_build_differ_by_event_and_are_printed() {
         assert_eq!(seeds[1], seeds[0].wrapping_add(1), "seeds count up from the base");
         let base = sim::seed_base::BuildBase::derive("0123456789abcdef0123456789abcdef01234567", event, "fleet", "");
         assert_eq!(seeds[0], base.base, "the printed inputs re-derive the base");
+        for line in lines(&file) {
+            assert_eq!(line["seed_base"], format!("{:016x}", base.base), "each line names the base: {line}");
+        }
+        assert!(!text.contains("warning: the commit is unknown"), "GITHUB_SHA names the commit: {text}");
         firsts.push(seeds[0]);
     }
     assert_ne!(firsts[0], firsts[1], "a merge queue's run and a push of one SHA run different seeds");
@@ -179,6 +183,10 @@ fn a_canary_runs_with_the_correct_variants_and_a_wrong_name_is_refused() {
         &["--seeds", "1", "--variants", "correct", "--canary", PLANTED],
     );
     assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("walkthroughs: shard 0/1 (SIM_SHARD): of each round's seeds, those at positions 0 mod 1"),
+        "{text}"
+    );
     let mut simulations: Vec<String> =
         lines(&file).iter().map(|l| l["simulation"].as_str().expect("a name").to_string()).collect();
     simulations.sort();
@@ -222,4 +230,26 @@ fn a_shard_with_no_seeds_in_a_round_stops_instead_of_spinning() {
     );
     assert_eq!(code, Some(0), "{text}");
     assert!(text.contains("budget 3600s: 1 round of 4 seeds per variant, 0 seeds run"), "{text}");
+}
+
+#[test]
+fn a_build_base_without_a_commit_is_warned_about() {
+    // A shipped binary outside a checkout: no GITHUB_SHA, and git finds no repository (it looks
+    // no further up than the ceiling).
+    let dir = temp_dir("no-commit");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_walkthroughs"));
+    cmd.args(["--base-seed", "build", "--seeds", "1"]).current_dir(&dir).env("SIM_ONLY", "wallet");
+    for var in ["SIM_SEED", "SIM_SEEDS", "SIM_SHARD", "SIM_JSON", "SIM_SEED_SALT", "GITHUB_SHA", "CARGO_MANIFEST_DIR"] {
+        cmd.env_remove(var);
+    }
+    let out = cmd
+        .env("SIM_CONFIRM", "0")
+        .env("GIT_CEILING_DIRECTORIES", &dir)
+        .output()
+        .expect("the walkthroughs binary runs");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("from commit unknown,"), "{text}");
+    assert!(text.contains("walkthroughs: warning: the commit is unknown") && text.contains("set GITHUB_SHA"), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -140,6 +140,58 @@ impl Seeds {
     }
 }
 
+/// Parses `SIM_SHARD`'s `i/n` (`0 ≤ i < n`; spaces around either number are allowed).
+///
+/// # Errors
+/// [`ConfigError::Invalid`] naming `SIM_SHARD` and the value: no `/`, a part that is not a
+/// count (`a/b`, `-1/8`), `n = 0`, or `i ≥ n` (`8/8`).
+pub fn parse_shard(text: &str) -> Result<(usize, usize), ConfigError> {
+    let bad = || ConfigError::Invalid {
+        var: "SIM_SHARD",
+        value: text.to_string(),
+        expected: "i/n with 0 <= i < n, such as 3/8 (shards count from 0)",
+    };
+    let (i, n) = text.trim().split_once('/').ok_or_else(bad)?;
+    let (i, n): (usize, usize) = (i.trim().parse().map_err(|_| bad())?, n.trim().parse().map_err(|_| bad())?);
+    if n == 0 || i >= n {
+        return Err(bad());
+    }
+    Ok((i, n))
+}
+
+fn env_text(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// The shard a sweep runs, as it reads `SIM_SHARD`: `None` when unset or empty, and when
+/// `SIM_SEED` is set (a replay line runs its seed even in a shell a shard left `SIM_SHARD` in).
+///
+/// # Errors
+/// As [`parse_shard`]: a binary calls this before its sweeps to refuse a bad value cleanly (a
+/// sweep given one panics, which is how a `cargo test` simulation fails).
+pub fn shard_from_env() -> Result<Option<(usize, usize)>, ConfigError> {
+    match env_text("SIM_SHARD") {
+        Some(text) if env_text("SIM_SEED").is_none() => parse_shard(&text).map(Some),
+        _ => Ok(None),
+    }
+}
+
+/// `SIM_SEEDS` as a sweep reads it: `None` when unset or empty.
+///
+/// # Errors
+/// [`ConfigError::Invalid`] for a value that does not parse, [`ConfigError::NoSeeds`] for an
+/// empty set (`build:0`, `5..5`), [`ConfigError::TooManySeeds`] above [`SEEDS_MAX`]: what the
+/// sweep itself would refuse.
+pub fn seeds_from_env() -> Result<Option<Seeds>, ConfigError> {
+    let Some(text) = env_text("SIM_SEEDS") else { return Ok(None) };
+    let seeds: Seeds = text.parse()?;
+    match seeds.len() {
+        0 => Err(ConfigError::NoSeeds(format!("SIM_SEEDS={text}"))),
+        n if n > SEEDS_MAX => Err(ConfigError::TooManySeeds(n)),
+        _ => Ok(Some(seeds)),
+    }
+}
+
 /// What `SIM_DROP_FAULTS` takes.
 const DROP_FAULTS_EXPECTED: &str = "fault numbers such as 2,5 (1-based, as an outcome's faults list numbers them)";
 
@@ -251,6 +303,17 @@ mod tests {
             assert!(err.to_string().starts_with("SIM_SEEDS="), "{err}");
         }
         assert_eq!(Seeds::Random(5).resolve().map(|s| s.len()), Ok(5));
+    }
+
+    #[test]
+    fn shards_parse_i_of_n_and_refuse_everything_else() {
+        assert_eq!(parse_shard("3/8"), Ok((3, 8)));
+        assert_eq!(parse_shard(" 1 /8 "), Ok((1, 8)));
+        assert_eq!(parse_shard("0/1"), Ok((0, 1)));
+        for bad in ["8/8", "0/0", "a/b", "1/1", "3", "-1/8", "/8", "1/", ""] {
+            let err = parse_shard(bad).expect_err(bad);
+            assert!(err.to_string().starts_with(&format!("SIM_SHARD={bad:?}: expected i/n")), "{err}");
+        }
     }
 
     #[test]

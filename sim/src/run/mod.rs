@@ -50,7 +50,7 @@ pub(crate) mod once;
 pub(crate) mod simulation;
 pub(crate) mod sweep;
 
-pub use config::{ConfigError, Mode, SEEDS_MAX, Seeds};
+pub use config::{ConfigError, Mode, SEEDS_MAX, Seeds, parse_shard, seeds_from_env, shard_from_env};
 pub(crate) use config::{parse_drop_faults, parse_max_ops};
 pub use ctx::{Ctx, NetConfigTooLate};
 pub use simulation::Simulation;

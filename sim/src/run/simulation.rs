@@ -62,6 +62,8 @@ pub struct Simulation {
     pub(crate) attempt: Option<BTreeMap<String, String>>,
     /// One fuzz input run instead of seeds (`SIM_FUZZ_INPUT`, [`crate::fuzz`]).
     pub(crate) input: Option<crate::input::Input>,
+    /// The build seed base the builder's seeds were drawn from ([`Simulation::seed_base`]).
+    pub(crate) seed_base: Option<u64>,
 }
 
 impl Simulation {
@@ -101,12 +103,22 @@ impl Simulation {
             max_ops: None,
             attempt: None,
             input: None,
+            seed_base: None,
         }
     }
 
     /// The seeds to run (`SIM_SEED`/`SIM_SEEDS` override).
     pub fn seeds(mut self, seeds: impl Into<Seeds>) -> Self {
         self.seeds = seeds.into();
+        self
+    }
+
+    /// Says the builder's seeds were drawn from this build seed base ([`crate::seed_base`]), as
+    /// the main job's `--base-seed build` draws each round's range from it: each `SIM_JSON` line
+    /// names it (`seed_base`), as a `SIM_SEEDS=build:N` sweep's lines do. Not named when
+    /// `SIM_SEED`, `SIM_SEEDS` or `SIM_FUZZ_INPUT` choose other seeds.
+    pub fn seed_base(mut self, base: u64) -> Self {
+        self.seed_base = Some(base);
         self
     }
 

@@ -170,14 +170,7 @@ struct Shard {
 /// `SIM_SHARD=i/n`: the seeds at positions `i` modulo `n`, and the [`Shard`].
 fn shard(mut seeds: Vec<Seed>) -> Result<(Vec<Seed>, Option<Shard>), ConfigError> {
     let mut shard_note = None;
-    // A replay line (`SIM_SEED=…`) runs its seed even in a shell a shard left `SIM_SHARD` in.
-    if let Some(shard) = env_var("SIM_SHARD").filter(|_| env_var("SIM_SEED").is_none()) {
-        let bad = || ConfigError::Invalid { var: "SIM_SHARD", value: shard.clone(), expected: "i/n with i < n" };
-        let (i, n) = shard.split_once('/').ok_or_else(bad)?;
-        let (i, n): (usize, usize) = (i.trim().parse().map_err(|_| bad())?, n.trim().parse().map_err(|_| bad())?);
-        if n == 0 || i >= n {
-            return Err(bad());
-        }
+    if let Some((i, n)) = config::shard_from_env()? {
         let all = seeds.len();
         seeds = seeds.into_iter().enumerate().filter(|(k, _)| k % n == i).map(|(_, s)| s).collect();
         shard_note =
@@ -220,6 +213,9 @@ pub(crate) struct Sweep {
     shard_note: Option<Shard>,
     /// The build's seed base, when the seeds are `build:N`.
     seed_base: Option<BuildBase>,
+    /// The seed base each JSON line names: `seed_base`'s, or the builder's
+    /// ([`Simulation::seed_base`]) when its seeds run.
+    line_seed_base: Option<u64>,
 }
 
 impl Sweep {
@@ -228,6 +224,8 @@ impl Sweep {
         let skip = env_var("SIM_ONLY").filter(|only| *only != sim.name);
         let builder_seeds = sim.seeds.clone();
         apply_env(&mut sim)?;
+        // The builder's seed base names the seeds only when no variable chose others.
+        let builder_base = sim.seed_base.filter(|_| sim.seeds == builder_seeds);
         if sim.attempt.is_some() {
             // A minimizer's attempt runs the seed it names, whatever SIM_SEED(S) say, and in this
             // process only (a fresh process would not know the attempt's overrides).
@@ -245,6 +243,7 @@ impl Sweep {
             swarm.extend(overrides);
         }
         let seed_base = matches!(sim.seeds, Seeds::Build(_)).then(seed_base::build_base);
+        let line_seed_base = seed_base.as_ref().map(|b| b.base).or(builder_base);
         let (seeds, shard_note) =
             if sim.attempt.is_some() { (sim.seeds.resolve()?, None) } else { shard(sim.seeds.resolve()?)? };
         let child_out = env_var("SIM_CHILD_OUT").map(PathBuf::from);
@@ -277,6 +276,7 @@ impl Sweep {
             skip,
             shard_note,
             seed_base,
+            line_seed_base,
         })
     }
 
@@ -293,7 +293,7 @@ impl Sweep {
                 Mode::Explore => "explore",
             },
             shard: self.shard_note.as_ref().map(|s| s.label.as_str()),
-            seed_base: self.seed_base.as_ref().map(|b| b.base),
+            seed_base: self.line_seed_base,
         }
     }
 
@@ -368,6 +368,9 @@ impl Sweep {
             && self.child_out.is_none()
         {
             report::stderr_line(&format!("sim: {}: {base}", self.sim.name));
+            if let Some(warning) = base.warning() {
+                report::stderr_line(&format!("sim: {}: warning: {warning}", self.sim.name));
+            }
         }
         if let Some(&first) = self.seeds.first() {
             for _ in 0..self.child_throwaway {
