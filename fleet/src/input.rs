@@ -1,7 +1,10 @@
 //! Reading the inputs: JSON-lines files, and directories searched for them.
 //!
 //! An INPUT is a file (read whatever its name) or a directory, searched recursively (in name
-//! order, symlinked directories not followed) for `*.jsonl` and `*.json` files; the directories
+//! order, symlinked directories not followed) for `*.jsonl` and `*.json` files. A directory that
+//! holds an earlier report (`summary.md` and `signatures.json`, as [`crate::output`] writes
+//! them) is skipped when found under an INPUT, and only its `outcomes.jsonl` is read when it is
+//! an INPUT itself (its `signatures.json` is one JSON document, not lines); the directories
 //! named `sim` found on the way are remembered for [`crate::trace`] (a shard uploads its
 //! `target/sim` traces next to its JSON lines). One line is one seed's outcome as `sim` writes it
 //! with `SIM_JSON` ([`sim::Outcome`] flattened with `signature`, `identity`, `mode`, `shard`,
@@ -73,6 +76,8 @@ pub struct Inputs {
     pub files: Vec<PathBuf>,
     /// Directories named `sim` found under the directory inputs.
     pub sim_dirs: Vec<PathBuf>,
+    /// Directories holding an earlier report, found under the inputs and skipped.
+    pub skipped_reports: Vec<PathBuf>,
     /// One record per distinct run, in reading order.
     pub records: Vec<Record>,
     /// Non-blank lines read (parsed or not, duplicates included).
@@ -242,7 +247,12 @@ pub fn read(roots: &[PathBuf], exclude: Option<&Path>) -> Result<Inputs, Error> 
     let mut inputs = Inputs { roots: roots.to_vec(), ..Inputs::default() };
     for root in roots {
         let meta = std::fs::metadata(root).map_err(|_| Error::MissingInput(root.clone()))?;
-        if meta.is_dir() {
+        if meta.is_dir() && holds_report(root) {
+            let outcomes = root.join(crate::output::OUTCOMES);
+            if outcomes.is_file() {
+                inputs.files.push(outcomes);
+            }
+        } else if meta.is_dir() {
             walk(root, exclude.as_deref(), &mut inputs)?;
         } else {
             inputs.files.push(root.clone());
@@ -282,9 +292,19 @@ pub fn read(roots: &[PathBuf], exclude: Option<&Path>) -> Result<Inputs, Error> 
     Ok(inputs)
 }
 
-/// Collects `*.jsonl`/`*.json` files and `sim` directories under `dir`, in name order.
+/// Whether `dir` holds a report `fleet merge` wrote (its `summary.md` and `signatures.json`).
+pub fn holds_report(dir: &Path) -> bool {
+    [crate::output::SUMMARY, crate::output::SIGNATURES].iter().all(|name| dir.join(name).is_file())
+}
+
+/// Collects `*.jsonl`/`*.json` files and `sim` directories under `dir`, in name order; the
+/// report directory being written and earlier reports are skipped.
 fn walk(dir: &Path, exclude: Option<&Path>, inputs: &mut Inputs) -> Result<(), Error> {
     if exclude.is_some_and(|x| std::fs::canonicalize(dir).is_ok_and(|d| d == x)) {
+        return Ok(());
+    }
+    if holds_report(dir) {
+        inputs.skipped_reports.push(dir.to_path_buf());
         return Ok(());
     }
     if dir.file_name().is_some_and(|n| n == "sim") {

@@ -9,6 +9,7 @@
 //! |---|---|
 //! | [`input`] | reading JSON-lines files and directories; malformed lines; exact duplicates |
 //! | [`merge`] | failures grouped by signature: counts, first and fastest seed, divergence across shards |
+//! | [`canary`] | `--canary SIMULATION[:ORACLE]`: its syntax, and why one was not found |
 //! | [`verdict`] | `--canary`, `--expected`, `--known`: each signature's status and the exit code |
 //! | [`trace`] | a signature's trace tail, found again under the inputs by its `sim/…` suffix |
 //! | [`triage`] | replay lines parsed into commands; fresh-process replays and explore seeds |
@@ -19,6 +20,7 @@
 //! `signature`, `identity`, `mode`, `shard`, `seed_base`); lines of an older `sim` without the
 //! newer fields merge too (their signature is computed with [`sim::signature::of`]).
 
+pub mod canary;
 pub mod input;
 pub mod merge;
 pub mod output;
@@ -52,8 +54,16 @@ pub enum Error {
         malformed: usize,
     },
     /// A `--canary` value is not `SIMULATION[:ORACLE]`.
-    #[error("--canary {0:?}: expected SIMULATION or SIMULATION:ORACLE")]
-    BadCanary(String),
+    #[error("--canary {value:?}: expected SIMULATION or SIMULATION:ORACLE ({reason})")]
+    BadCanary {
+        /// The value given.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// `--summary-limit` is too small to hold the summary's head and its cut notice.
+    #[error("--summary-limit {0}")]
+    SummaryLimit(String),
     /// `fleet triage --line` was given neither a JSON line nor a file with a failing line.
     #[error("--line: {0}")]
     BadLine(String),
@@ -160,6 +170,9 @@ impl MergeRun {
             self.merged.signatures.len(),
             summary::shards_seen(&t.shards, t.unsharded_runs)
         );
+        for dir in &self.inputs.skipped_reports {
+            let _ = writeln!(text, "  skipped {}: an earlier report (summary.md, signatures.json)", dir.display());
+        }
         for s in &self.merged.signatures {
             let _ = writeln!(text, "  {:<8} {:>6}× {}", s.status.name(), s.count, s.signature);
             let _ = writeln!(text, "           fastest seed {}: {}", s.fastest.seed, s.fastest.replay);
@@ -170,6 +183,9 @@ impl MergeRun {
         for c in &self.verdict.canaries {
             let found = if c.failures == 0 { "NOT FOUND".to_string() } else { format!("found ({} runs)", c.failures) };
             let _ = writeln!(text, "  canary {}: {found}", c.canary);
+            if let Some(hint) = &c.hint {
+                let _ = writeln!(text, "           {hint}");
+            }
         }
         let _ = writeln!(text, "report: {} (exit {})", out.join("summary.md").display(), self.exit() as i32);
         text
@@ -181,6 +197,7 @@ impl MergeRun {
 ///
 /// Errors: see [`Error`] (all exit 3).
 pub fn merge(options: &MergeOptions) -> Result<MergeRun, Error> {
+    summary::check_limit(options.summary_limit).map_err(Error::SummaryLimit)?;
     let policy = verdict::Policy::new(options.canaries.clone(), options.expected.clone(), &options.known)?;
     let inputs = input::read(&options.inputs, Some(&options.out))?;
     let mut merged = merge::merge(&inputs, |s| policy.status(s));
@@ -195,7 +212,7 @@ pub fn merge(options: &MergeOptions) -> Result<MergeRun, Error> {
             }
         }
     }
-    let verdict = verdict::Verdict::of(&policy, &merged.signatures);
+    let verdict = verdict::Verdict::of(&policy, &merged.signatures, &merged.totals.simulations);
     let context = summary::Context {
         out_dir: &options.out.display().to_string(),
         limit: options.summary_limit,

@@ -43,8 +43,8 @@ enum Command {
         /// Program triage runs instead of the replay line's `cargo … --` command.
         #[arg(long, value_name = "PROGRAM")]
         exec: Option<String>,
-        /// Byte limit of summary.md (GitHub's job summary takes at most 1 MiB).
-        #[arg(long, value_name = "BYTES", default_value_t = fleet::summary::LIMIT_DEFAULT)]
+        /// Byte limit of summary.md (GitHub's job summary takes at most 1 MiB); at least 1024.
+        #[arg(long, value_name = "BYTES", default_value_t = fleet::summary::LIMIT_DEFAULT, value_parser = fleet::summary::parse_limit)]
         summary_limit: usize,
         /// JSON-lines files, or directories searched for *.jsonl and *.json.
         #[arg(value_name = "INPUT", required = true)]

@@ -5,7 +5,10 @@
 //!   "malformed"}`: every signature with all its seeds, its first and fastest runs, shards,
 //!   commits, divergences, trace tail and triage ([`crate::merge::Signature`]).
 //! - `outcomes.jsonl`: every distinct input line as read, in reading order (a later merge can
-//!   take it as its input).
+//!   take it as its input: the file, or the report directory, of which only this file is read).
+//!
+//! A directory holding `summary.md` and `signatures.json` is a report: a later merge skips it
+//! when it finds one under its inputs ([`crate::input`]).
 
 use std::io::Write;
 use std::path::Path;
@@ -14,6 +17,13 @@ use crate::Error;
 use crate::input::{Inputs, Malformed};
 use crate::merge::{Merged, Signature, Totals};
 use crate::verdict::Verdict;
+
+/// The summary's file name.
+pub const SUMMARY: &str = "summary.md";
+/// The file of every signature.
+pub const SIGNATURES: &str = "signatures.json";
+/// The file of every distinct input line.
+pub const OUTCOMES: &str = "outcomes.jsonl";
 
 #[derive(serde::Serialize)]
 struct SignaturesFile<'a> {
@@ -29,10 +39,10 @@ struct SignaturesFile<'a> {
 /// Errors: [`Error::Io`] naming the file that could not be written.
 pub fn write(dir: &Path, merged: &Merged, verdict: &Verdict, inputs: &Inputs, summary: &str) -> Result<(), Error> {
     std::fs::create_dir_all(dir).map_err(Error::io(dir))?;
-    let path = dir.join("summary.md");
+    let path = dir.join(SUMMARY);
     std::fs::write(&path, summary).map_err(Error::io(&path))?;
 
-    let path = dir.join("signatures.json");
+    let path = dir.join(SIGNATURES);
     let document = SignaturesFile {
         totals: &merged.totals,
         verdict,
@@ -44,7 +54,7 @@ pub fn write(dir: &Path, merged: &Merged, verdict: &Verdict, inputs: &Inputs, su
     text.push('\n');
     std::fs::write(&path, text).map_err(Error::io(&path))?;
 
-    let path = dir.join("outcomes.jsonl");
+    let path = dir.join(OUTCOMES);
     let file = std::fs::File::create(&path).map_err(Error::io(&path))?;
     let mut file = std::io::BufWriter::new(file);
     for r in &inputs.records {

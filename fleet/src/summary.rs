@@ -7,7 +7,8 @@
 //! first), as many as fit, then each shown signature's trace tail in a `<details>` block, as many
 //! as fit, then the malformed lines with their errors, if they fit. What is cut is said on a
 //! line of its own with how many and where the full data is (`signatures.json`,
-//! `outcomes.jsonl`).
+//! `outcomes.jsonl`); that notice always stays. A limit below [`LIMIT_MIN`] is refused; a head
+//! longer than the limit (many simulations) is cut at a line, with the notice.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -18,6 +19,8 @@ use crate::verdict::{Status, Verdict};
 
 /// The default byte limit: below GitHub's 1 MiB job-summary limit (1,048,576 bytes).
 pub const LIMIT_DEFAULT: usize = 1_000_000;
+/// The smallest limit: room for the verdict, the totals and the notice of what was cut.
+pub const LIMIT_MIN: usize = 1024;
 /// Malformed lines named in the head.
 const MALFORMED_NAMED_MAX: usize = 5;
 /// Malformed lines listed with their errors at the end.
@@ -54,17 +57,25 @@ pub fn render(merged: &Merged, verdict: &Verdict, inputs: &Inputs, context: &Con
     };
 
     let mut out = head(merged, verdict, inputs);
-    if out.len() > limit {
-        return truncate(out, limit);
-    }
+    let table_head = if total == 0 {
+        String::new()
+    } else {
+        format!(
+            "\n### Signatures ({total})\n\n| # | status | signature | count | seeds | first seed | fastest seed | replay | triage |\n|---|---|---|---|---|---|---|---|---|\n"
+        )
+    };
     let reserve = rows_note(total).len() + traces_note(total).len() + footer.len();
+    if out.len() + table_head.len() + reserve > limit {
+        // Not even the table's head fits: the summary's head, cut at a line if it must be.
+        let note = format!(
+            "\n_Summary cut to stay under {limit} bytes: its {total} signature rows (and any head lines cut here) are in `{dir}/signatures.json`._\n"
+        );
+        return cut_then(out, limit, &format!("{note}{footer}"));
+    }
 
     let mut shown = 0;
     if total > 0 {
-        let _ = write!(
-            out,
-            "\n### Signatures ({total})\n\n| # | status | signature | count | seeds | first seed | fastest seed | replay | triage |\n|---|---|---|---|---|---|---|---|---|\n"
-        );
+        out.push_str(&table_head);
         for (i, s) in merged.signatures.iter().enumerate() {
             let row = row(i + 1, s, context.triage);
             if out.len() + row.len() + reserve > limit {
@@ -104,6 +115,50 @@ pub fn render(merged: &Merged, verdict: &Verdict, inputs: &Inputs, context: &Con
         }
     }
     out.push_str(&footer);
+    // Within the limit by construction; should a long `--out` path make the notes outgrow it,
+    // the notice still stays.
+    if out.len() <= limit {
+        return out;
+    }
+    cut_then(out, limit, &format!("\n_Summary cut to stay under {limit} bytes: see `{dir}/signatures.json`._\n"))
+}
+
+/// Refuses a `--summary-limit` below [`LIMIT_MIN`].
+///
+/// # Errors
+/// The message says the smallest limit.
+pub fn check_limit(limit: usize) -> Result<usize, String> {
+    if limit < LIMIT_MIN {
+        return Err(format!(
+            "{limit} bytes cannot hold the summary's verdict, totals and the notice of what was cut: give at least \
+             {LIMIT_MIN} (default {LIMIT_DEFAULT})"
+        ));
+    }
+    Ok(limit)
+}
+
+/// Parses `--summary-limit` ([`check_limit`]).
+///
+/// # Errors
+/// Not a count, or below [`LIMIT_MIN`].
+pub fn parse_limit(text: &str) -> Result<usize, String> {
+    let limit = text.trim().parse::<usize>().map_err(|_| format!("{text:?} is not a byte count"))?;
+    check_limit(limit)
+}
+
+/// `text`, cut at its last whole line that leaves room for `notice` when it must be, then
+/// `notice` (itself cut only when it alone outgrows the limit: a `--out` path of ~1000 bytes).
+fn cut_then(text: String, limit: usize, notice: &str) -> String {
+    let room = limit.saturating_sub(notice.len());
+    let mut out = text;
+    if out.len() > room {
+        out = truncate(out, room);
+        match out.rfind('\n') {
+            Some(end) => out.truncate(end + 1),
+            None => out.clear(),
+        }
+    }
+    out.push_str(notice);
     truncate(out, limit)
 }
 
@@ -136,7 +191,8 @@ fn head(merged: &Merged, verdict: &Verdict, inputs: &Inputs) -> String {
     }
     for c in &verdict.canaries {
         if c.failures == 0 {
-            let _ = writeln!(out, "canary `{}`: **not found**  ", c.canary);
+            let hint = c.hint.as_deref().map(|h| format!(": {}", cell(h))).unwrap_or_default();
+            let _ = writeln!(out, "canary `{}`: **not found**{hint}  ", c.canary);
         } else {
             let _ = writeln!(out, "canary `{}`: found ({} failing run{})  ", c.canary, c.failures, plural(c.failures));
         }
@@ -148,6 +204,10 @@ fn head(merged: &Merged, verdict: &Verdict, inputs: &Inputs) -> String {
             names.push(format!("and {} more", t.malformed - names.len()));
         }
         let _ = writeln!(out, "malformed lines: {}  ", names.join(", "));
+    }
+    if !inputs.skipped_reports.is_empty() {
+        let names: BTreeSet<String> = inputs.skipped_reports.iter().map(|p| p.display().to_string()).collect();
+        let _ = writeln!(out, "earlier reports skipped: {}  ", named(&names));
     }
     let _ = write!(out, "\n| simulation | runs | seeds | failed | excused |\n|---|---|---|---|---|\n");
     for (name, s) in &t.simulations {
@@ -304,6 +364,15 @@ mod tests {
         assert_eq!(code("a|b"), "`a\\|b`");
         assert_eq!(code("x `y` z"), "``x `y` z``");
         assert_eq!(code("`edge"), "`` `edge ``");
+    }
+
+    #[test]
+    fn a_cut_keeps_whole_lines_and_the_notice() {
+        let text = "line one\nline two\nline three\n".to_string();
+        assert_eq!(cut_then(text.clone(), 100, "_cut_\n"), format!("{text}_cut_\n"), "it fits");
+        assert_eq!(cut_then(text, 25, "_cut_\n"), "line one\nline two\n_cut_\n");
+        assert!(check_limit(LIMIT_MIN - 1).is_err() && check_limit(LIMIT_MIN).is_ok());
+        assert!(parse_limit("10").expect_err("too small").contains("give at least 1024"));
     }
 
     #[test]

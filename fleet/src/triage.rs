@@ -164,6 +164,32 @@ struct Reported {
     history_hash: u64,
 }
 
+/// The fastest run of one `signatures.json` entry ([`crate::merge::Signature`]).
+fn of_entry(entry: &serde_json::Value) -> Result<Target, Error> {
+    let text = |v: &serde_json::Value, what: &str| {
+        v.as_str().map(str::to_string).ok_or_else(|| Error::BadLine(format!("a signatures.json entry without {what}")))
+    };
+    let signature = text(&entry["signature"], "its signature")?;
+    if entry["diverged"] == true {
+        return Err(Error::BadLine(format!(
+            "{signature:?} is a divergence across shards, not one failure: replay each of its divergences' seeds \
+             on two machines instead"
+        )));
+    }
+    let fastest = &entry["fastest"];
+    let hash = text(&fastest["history_hash"], "fastest.history_hash")?;
+    Ok(Target {
+        simulation: text(&entry["simulation"], "its simulation")?,
+        seed: fastest["seed"]
+            .as_u64()
+            .ok_or_else(|| Error::BadLine("a signatures.json entry without fastest.seed".into()))?,
+        history_hash: u64::from_str_radix(&hash, 16)
+            .map_err(|_| Error::BadLine(format!("fastest.history_hash {hash:?} is not 16 hex digits")))?,
+        replay: text(&fastest["replay"], "fastest.replay")?,
+        signature,
+    })
+}
+
 /// Whether `program` can be started: a path that exists as a file, or a name found on `PATH`.
 fn startable(program: &str) -> Result<(), Error> {
     let cannot = |reason: &str| Error::CannotStart { program: program.to_string(), reason: reason.to_string() };
@@ -281,10 +307,13 @@ pub fn triage(target: &Target, k: u32, exec: Option<&str>) -> Result<Triage, Err
 }
 
 /// The failing runs `fleet triage --line` names, one per signature (its fastest): the value
-/// itself when it is a JSON object, else the lines of the file it names.
+/// itself when it is a JSON object, else the lines of the file it names. Besides `SIM_JSON`
+/// lines, a merge's `signatures.json` is taken (its new signatures' fastest runs), and so is one
+/// of its entries (`jq -c '.signatures[0]' fleet-report/signatures.json`: its fastest run,
+/// whatever its status).
 ///
-/// Errors: [`Error::BadLine`] for a value that is neither, a line that does not parse, or no
-/// failing line.
+/// Errors: [`Error::BadLine`] for a value that is neither, a line that does not parse, a
+/// divergence's entry, or no failing line.
 pub fn targets(line_or_file: &str) -> Result<Vec<Target>, Error> {
     let text = if line_or_file.trim_start().starts_with('{') {
         line_or_file.to_string()
@@ -292,6 +321,25 @@ pub fn targets(line_or_file: &str) -> Result<Vec<Target>, Error> {
         std::fs::read_to_string(line_or_file)
             .map_err(|e| Error::BadLine(format!("{line_or_file:?} is not a JSON line, nor a file ({e})")))?
     };
+    if let Ok(document) = serde_json::from_str::<serde_json::Value>(&text) {
+        if let Some(entries) = document.get("signatures").and_then(|v| v.as_array()) {
+            let new: Vec<&serde_json::Value> = entries.iter().filter(|e| e["status"] == "new").collect();
+            let targets =
+                new.iter().filter(|e| e["diverged"] != true).map(|e| of_entry(e)).collect::<Result<Vec<_>, _>>()?;
+            if targets.is_empty() {
+                return Err(Error::BadLine(format!(
+                    "{line_or_file}: no new signature to triage ({} signatures, {} new divergences); pick one entry: \
+                     --line \"$(jq -c '.signatures[N]' {line_or_file})\"",
+                    entries.len(),
+                    new.len()
+                )));
+            }
+            return Ok(targets);
+        }
+        if document.get("fastest").is_some() {
+            return of_entry(&document).map(|t| vec![t]);
+        }
+    }
     let mut fastest: Vec<(u64, Target)> = Vec::new();
     for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
         let parsed = parse_line(line).map_err(|e| Error::BadLine(format!("line {}: {e}", n + 1)))?;

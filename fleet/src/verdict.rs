@@ -5,50 +5,18 @@
 //! - `--known FILE`: one signature per line (blank lines and lines starting with `#` skipped; a
 //!   signature itself may contain `#`, so there are no trailing comments): listed as known.
 //! - `--canary SIMULATION[:ORACLE]`: that simulation must fail at least once (with that oracle,
-//!   when named) or the fleet failed to find its planted bug: exit 2. A canary is expected.
+//!   when named) or the fleet failed to find its planted bug: exit 2. A canary is expected
+//!   ([`crate::canary`]: its syntax, and what is said when it is not found).
 //!
 //! Exit 1 when any signature is new, 2 when a canary is missing (2 wins over 1), else 0.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::str::FromStr;
 
-use crate::merge::Signature;
+pub use crate::canary::{Canary, CanaryFound};
 pub use crate::merge::Status;
+use crate::merge::{Signature, SimulationTotals};
 use crate::{Error, Exit};
-
-/// A planted bug every fleet run must find: `SIMULATION` or `SIMULATION:ORACLE`.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct Canary {
-    /// The simulation that must fail.
-    pub simulation: String,
-    /// The oracle its failure must name, if given.
-    pub oracle: Option<String>,
-}
-
-impl FromStr for Canary {
-    type Err = Error;
-    /// Splits at the first `:` (simulation names have none).
-    fn from_str(s: &str) -> Result<Canary, Error> {
-        let (simulation, oracle) = match s.split_once(':') {
-            Some((sim, oracle)) => (sim.trim(), Some(oracle.trim())),
-            None => (s.trim(), None),
-        };
-        if simulation.is_empty() || oracle.is_some_and(str::is_empty) {
-            return Err(Error::BadCanary(s.to_string()));
-        }
-        Ok(Canary { simulation: simulation.to_string(), oracle: oracle.map(str::to_string) })
-    }
-}
-
-impl std::fmt::Display for Canary {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match &self.oracle {
-            Some(o) => write!(f, "{}:{o}", self.simulation),
-            None => f.write_str(&self.simulation),
-        }
-    }
-}
 
 /// What the merge is told to expect.
 #[derive(Clone, Debug, Default)]
@@ -96,26 +64,6 @@ pub fn parse_known(text: &str) -> impl Iterator<Item = String> + '_ {
     text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).map(str::to_string)
 }
 
-impl Canary {
-    /// Whether this signature is this canary's failure (a divergence never is).
-    pub fn matches(&self, signature: &Signature) -> bool {
-        !signature.diverged
-            && signature.simulation == self.simulation
-            && self.oracle.as_ref().is_none_or(|o| signature.oracle.as_ref() == Some(o))
-    }
-}
-
-/// A canary and what was found of it.
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct CanaryFound {
-    /// The canary.
-    pub canary: String,
-    /// Failing seeds that match it.
-    pub failures: usize,
-    /// The signatures they have.
-    pub signatures: Vec<String>,
-}
-
 /// The merge's verdict.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Verdict {
@@ -126,20 +74,10 @@ pub struct Verdict {
 }
 
 impl Verdict {
-    /// The verdict over signatures whose status is already set.
-    pub fn of(policy: &Policy, signatures: &[Signature]) -> Verdict {
-        let canaries = policy
-            .canaries
-            .iter()
-            .map(|c| {
-                let hits: Vec<&Signature> = signatures.iter().filter(|s| c.matches(s)).collect();
-                CanaryFound {
-                    canary: c.to_string(),
-                    failures: hits.iter().map(|s| s.count).sum(),
-                    signatures: hits.iter().map(|s| s.signature.clone()).collect(),
-                }
-            })
-            .collect();
+    /// The verdict over signatures whose status is already set; `simulations` (the merge's totals
+    /// per simulation) explain a canary not found.
+    pub fn of(policy: &Policy, signatures: &[Signature], simulations: &BTreeMap<String, SimulationTotals>) -> Verdict {
+        let canaries = policy.canaries.iter().map(|c| CanaryFound::of(c, signatures, simulations)).collect();
         Verdict { new: signatures.iter().filter(|s| s.status == Status::New).count(), canaries }
     }
 

@@ -40,6 +40,20 @@ fn bad_usage_is_exit_3_and_help_is_exit_0() {
     let (code, _, err) = fleet(dir.path(), &["merge", "--canary", ":oracle", "a.jsonl"]);
     assert_eq!(code, 3, "{err}");
     assert!(err.contains("expected SIMULATION or SIMULATION:ORACLE"), "{err}");
+    for (canary, reason) in [
+        ("cart::o", "more than one ':'"),
+        ("cart:o:x", "more than one ':'"),
+        ("cart [o]", "write cart:o"),
+        ("cart:", "the oracle after ':' is empty"),
+    ] {
+        let (code, _, err) = fleet(dir.path(), &["merge", "--canary", canary, "a.jsonl"]);
+        assert_eq!(code, 3, "{canary}: {err}");
+        assert!(err.contains(&format!("--canary {canary:?}: expected SIMULATION or SIMULATION:ORACLE")), "{err}");
+        assert!(err.contains(reason), "{canary}: {err}");
+    }
+    let (code, _, err) = fleet(dir.path(), &["merge", "--summary-limit", "500", "a.jsonl"]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("500 bytes cannot hold the summary's verdict, totals and the notice"), "{err}");
     let (code, _, err) = fleet(dir.path(), &["merge", "--known", "missing.txt", "a.jsonl"]);
     assert_eq!(code, 3, "{err}");
     let (code, help, _) = fleet(dir.path(), &["merge", "--help"]);

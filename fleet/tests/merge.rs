@@ -280,3 +280,71 @@ fn a_trace_tail_is_found_again_by_its_sim_suffix_under_the_inputs() {
         Some(vec!["the only line".to_string()])
     );
 }
+
+#[test]
+fn an_earlier_report_under_an_input_is_skipped_and_a_report_named_as_input_gives_its_outcomes() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let d1 = dir.path().join("d1");
+    write(
+        &d1,
+        "shard-0.jsonl",
+        &[
+            line(&failing("cart", 3, idempotency("put#3 charged 2 times")), Some("0/2")),
+            line(&outcome("cart", 5), Some("0/2")),
+        ],
+    );
+    write(&d1, "shard-1.jsonl", &[line(&outcome("cart", 6), Some("1/2"))]);
+    let first = fleet::merge(&fleet::MergeOptions::new(vec![d1.clone()], d1.join("report"))).expect("the first merge");
+    assert!(fleet::input::holds_report(&d1.join("report")));
+
+    // Merged again into another directory: the old report is not read back in.
+    let again = fleet::merge(&fleet::MergeOptions::new(vec![d1.clone()], d1.join("report2"))).expect("the merge runs");
+    let t = &again.merged.totals;
+    assert_eq!((t.lines, t.runs, t.duplicates, t.malformed, t.files), (3, 3, 0, 0, 2), "{:?}", again.inputs.files);
+    assert_eq!(again.inputs.skipped_reports, vec![d1.join("report")]);
+    assert!(again.summary.contains("earlier reports skipped: `"), "{}", again.summary);
+    assert!(again.console(&d1.join("report2")).contains("an earlier report"), "said on the terminal too");
+
+    // A report named as an INPUT: its outcomes.jsonl (every line it merged), not signatures.json.
+    let out = dir.path().join("from-report");
+    let from_report = fleet::merge(&fleet::MergeOptions::new(vec![d1.join("report")], out)).expect("the merge runs");
+    assert_eq!(from_report.inputs.files, vec![d1.join("report/outcomes.jsonl")]);
+    assert_eq!((from_report.merged.totals.runs, from_report.merged.totals.malformed), (first.merged.totals.runs, 0));
+}
+
+#[test]
+fn a_canary_not_found_says_whether_its_simulation_ran_and_with_which_oracles_it_failed() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let lines = [
+        line(&failing("orderstatus_late_commit_churn", 1, Failure::correctness("q1", "order 4 lost")), Some("0/1")),
+        line(&failing("orderstatus_late_commit_churn", 2, Failure::correctness("q1", "order 9 lost")), Some("0/1")),
+        line(&outcome("orderstatus_late_commit_churn", 3), Some("0/1")),
+        line(&outcome("wallet", 4), Some("0/1")),
+    ];
+    let input = write(dir.path(), "a.jsonl", &lines);
+    let mut opts = options(dir.path(), &[&input]);
+    opts.canaries = vec![
+        "orderstatus_late_commit_chrn".parse().expect("a canary"),
+        "orderstatus_late_commit_churn:q2".parse().expect("a canary"),
+        "wallet".parse().expect("a canary"),
+    ];
+    let run = fleet::merge(&opts).expect("the merge runs");
+    assert_eq!(run.exit(), Exit::CanaryMissing);
+    let hints: Vec<&str> = run.verdict.canaries.iter().map(|c| c.hint.as_deref().unwrap_or("")).collect();
+    assert!(hints[0].starts_with("the inputs hold no run of orderstatus_late_commit_chrn at all"), "{}", hints[0]);
+    assert!(hints[0].contains("they hold: orderstatus_late_commit_churn, wallet."), "{}", hints[0]);
+    assert!(hints[0].ends_with("Did you mean orderstatus_late_commit_churn?"), "{}", hints[0]);
+    assert_eq!(
+        hints[1],
+        "orderstatus_late_commit_churn ran 3 times and failed only with other oracles: q1 (2) (an oracle is named as in the signature's [ORACLE])"
+    );
+    assert_eq!(hints[2], "wallet ran 1 time and never failed");
+    assert!(
+        run.summary.contains(
+            "canary `orderstatus_late_commit_churn:q2`: **not found**: orderstatus_late_commit_churn ran 3 times"
+        ),
+        "{}",
+        run.summary
+    );
+    assert!(run.console(&dir.path().join("report")).contains("Did you mean orderstatus_late_commit_churn?"));
+}

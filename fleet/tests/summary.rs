@@ -65,13 +65,41 @@ fn under_the_default_limit_every_row_and_trace_tail_is_shown() {
 }
 
 #[test]
-fn a_limit_smaller_than_the_head_still_holds() {
+fn a_limit_too_small_for_the_head_and_its_notice_is_refused() {
     let dir = tempfile::tempdir().expect("a temp dir");
     let input = many_signatures(dir.path());
-    for limit in [0, 10, 200, 1000] {
+    for limit in [0, 10, 500, fleet::summary::LIMIT_MIN - 1] {
+        let mut opts = options(dir.path(), &[&input]);
+        opts.summary_limit = limit;
+        let err = fleet::merge(&opts).expect_err("too small").to_string();
+        assert!(err.starts_with(&format!("--summary-limit {limit} bytes cannot hold")), "{err}");
+        assert!(err.contains("give at least 1024"), "{err}");
+    }
+}
+
+#[test]
+fn every_cut_keeps_its_notice_even_when_the_head_itself_does_not_fit() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let input = many_signatures(dir.path());
+    for limit in [fleet::summary::LIMIT_MIN, 1500, 2000, 3000, 5000] {
         let mut opts = options(dir.path(), &[&input]);
         opts.summary_limit = limit;
         let run = fleet::merge(&opts).expect("the merge runs");
         assert!(run.summary.len() <= limit, "{} > {limit}", run.summary.len());
+        assert!(run.summary.contains("cut to stay under"), "limit {limit}: no notice in\n{}", run.summary);
+        assert!(run.summary.contains("/report/signatures.json"), "{}", run.summary);
     }
+    // A head longer than the limit: 120 simulations, one row each in the head's table.
+    let wide = dir.path().join("wide");
+    let lines: Vec<String> = (0..120).map(|i| line(&common::outcome(&format!("simulation_{i:03}"), i), None)).collect();
+    write(&wide, "a.jsonl", &lines);
+    let mut opts = options(&wide, &[&wide.join("a.jsonl")]);
+    opts.summary_limit = 2048;
+    let run = fleet::merge(&opts).expect("the merge runs");
+    assert!(run.summary.len() <= 2048, "{}", run.summary.len());
+    assert!(run.summary.starts_with("## Fleet merge: no new failure (exit 0)"), "{}", run.summary);
+    assert!(run.summary.contains("_Summary cut to stay under 2048 bytes:"), "{}", run.summary);
+    assert!(!run.summary.contains("simulation_119"), "the head's table was cut: {}", run.summary);
+    let before_notice = run.summary.split("\n_Summary cut").next().expect("text");
+    assert!(before_notice.ends_with('\n'), "cut at a whole line: {before_notice:?}");
 }

@@ -159,3 +159,39 @@ fn triage_that_cannot_run_anything_is_bad_usage_not_a_verdict() {
     assert_eq!(out.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--k 0 runs nothing"));
 }
+
+#[test]
+fn a_signatures_json_and_one_of_its_entries_are_triaged_like_lines() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let input = run_fixture(dir.path(), "shard.jsonl", "flaky_seeds", &[]);
+    let run = fleet::merge(&fleet::MergeOptions::new(vec![input], dir.path().join("report"))).expect("the merge runs");
+    let fastest = &run.merged.signatures[0].fastest;
+    let file = dir.path().join("report/signatures.json");
+    let targets = triage::targets(file.to_str().expect("utf-8")).expect("signatures.json is taken");
+    assert_eq!(targets.len(), 1, "its one new signature");
+    assert_eq!(
+        (targets[0].seed, targets[0].history_hash),
+        (fastest.seed, u64::from_str_radix(&fastest.history_hash, 16).expect("hex"))
+    );
+
+    // One entry, as `jq -c '.signatures[0]'` prints it, through the binary.
+    let document: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).expect("written")).expect("JSON");
+    let entry = document["signatures"][0].to_string();
+    let out = Command::new(env!("CARGO_BIN_EXE_fleet"))
+        .args(["triage", "--k", "2", "--exec", FIXTURE, "--line", &entry])
+        .output()
+        .expect("fleet triage runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        stdout.contains(&format!("seed {}\n", fastest.seed)) && stdout.contains("replays exactly (2 of 2)"),
+        "{stdout}"
+    );
+
+    // A divergence's entry is not one failure.
+    let mut diverged = document["signatures"][0].clone();
+    diverged["diverged"] = serde_json::Value::Bool(true);
+    let err = triage::targets(&diverged.to_string()).expect_err("a divergence is refused");
+    assert!(err.to_string().contains("is a divergence across shards"), "{err}");
+}
