@@ -266,10 +266,12 @@ async fn rotate(op: OpCtx<Model>) -> OpOutcome {
 
 /// Checks out with the operation's idempotency key, retrying an unanswered attempt with the same
 /// key (at most [`CHECKOUT_ATTEMPTS`], backoff doubling from [`RETRY_BACKOFF`]). Once an attempt
-/// went unanswered it may have charged, and a later attempt refused before the key was looked at
-/// (a 401/403: identity rotated the token's key away, or a replica with a fresher key set
-/// answered; a failed token fetch) says nothing about that charge: the checkout is then
-/// indeterminate, not failed.
+/// went unanswered it may have charged, or may still be in flight and charge later: a later
+/// attempt's refusal says nothing about it. A 401/403 comes before the key is looked at (identity
+/// rotated the token's key away, or a replica with a fresher key set answered; a failed token
+/// fetch), and a 409 says only that at that attempt's moment the key had no order and the cart was
+/// empty (the unanswered attempt may still be waiting on the store, and items added meanwhile are
+/// what it charges). The checkout is then indeterminate, not failed.
 async fn checkout(op: OpCtx<Model>) -> OpOutcome {
     let url = format!("http://cart:8080/cart/{}/checkout", user(&op));
     let key = op.idempotency_key().to_string();
@@ -302,12 +304,7 @@ async fn checkout(op: OpCtx<Model>) -> OpOutcome {
                 unanswered = true;
                 last = OpOutcome::Indeterminate(format!("checkout: {status}"));
             }
-            // Authorization runs before the idempotency lookup: a refused token says nothing about
-            // the key (a 409 does: no order under it, and the cart was empty).
-            Reply::Status(status @ (401 | 403), _) => {
-                return settle(OpOutcome::Failed(format!("checkout: {status}")), unanswered);
-            }
-            Reply::Status(status, _) => return OpOutcome::Failed(format!("checkout: {status}")),
+            Reply::Status(status, _) => return settle(OpOutcome::Failed(format!("checkout: {status}")), unanswered),
             Reply::Transport(e) => {
                 unanswered = true;
                 last = OpOutcome::Indeterminate(format!("checkout: {e}"));
