@@ -13,6 +13,7 @@
 
 mod clients;
 mod groups;
+mod sessions;
 mod support;
 mod wire;
 
@@ -91,6 +92,7 @@ fn scenarios() -> Vec<Scenario> {
         scenario!(groups::leave_of_an_unknown_group_answers_each_member),
         scenario!(groups::join_errors),
         scenario!(groups::describe_and_list_groups),
+        scenario!(sessions::a_follower_answered_in_sync_group_outlives_the_leader_that_never_synced),
         scenario!(clients::rdkafka_produce_acks_0_then_consume),
         scenario!(clients::rdkafka_produce_acks_1_then_consume),
         scenario!(clients::rdkafka_produce_acks_all_then_consume),

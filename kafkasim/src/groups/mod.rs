@@ -15,7 +15,9 @@
 //! - SyncGroup from the leader stores the assignment and makes the group `Stable`; a member that
 //!   does not send SyncGroup within the rebalance timeout is removed;
 //! - a member whose session times out (no heartbeat, join or sync for `session.timeout.ms`) is
-//!   removed; members waiting in JoinGroup or SyncGroup are kept alive;
+//!   removed; members waiting in JoinGroup or SyncGroup are kept alive, and a member answered
+//!   in SyncGroup (its assignment, or `REBALANCE_IN_PROGRESS` when a rebalance starts) starts a
+//!   new session then (`propagateAssignment`), so a follower outlives a leader that never syncs;
 //! - static members (`group.instance.id`) rejoining with an empty member id replace their old
 //!   member id (the old one is fenced: `FENCED_INSTANCE_ID`), without a rebalance when the group
 //!   is stable and its protocols are unchanged — the leader too (KIP-814: it gets the members

@@ -39,17 +39,20 @@ pub(super) fn trigger(env: &dyn Env, group_id: &str, group: &mut Group, why: &st
 }
 
 pub(super) fn prepare_rebalance(env: &dyn Env, group_id: &str, group: &mut Group, why: &str) {
+    let now = Instant::now();
     if group.state == GroupState::CompletingRebalance {
         for m in group.members.values_mut() {
             if let Some((_, tx)) = m.sync_waiter.take() {
                 let _ = tx.send(SyncGroupResponse::default().with_error_code(E::RebalanceInProgress.code()));
+                // Kafka's propagateAssignment: a member answered in SyncGroup starts a new session
+                // (its expiry was ignored while it waited), so it outlives a leader that expired.
+                m.deadline = now + m.session_timeout;
             }
         }
     }
     let was_empty = group.state == GroupState::Empty;
     group.state = GroupState::PreparingRebalance;
     group.token += 1;
-    let now = Instant::now();
     let timeout = group.members.values().map(|m| m.rebalance_timeout).max().unwrap_or(Duration::ZERO);
     let delay = env.config().initial_rebalance_delay;
     group.join_not_before = (was_empty && !delay.is_zero()).then(|| now + delay.min(timeout));

@@ -134,10 +134,16 @@ fn store_assignments(
     }
     group.state = GroupState::Stable;
     group.token += 1;
+    let now = Instant::now();
+    // Kafka's propagateAssignment: each member answered starts a new session.
     let responses: Vec<_> = group
         .members
         .values_mut()
-        .filter_map(|m| m.sync_waiter.take().map(|(_, tx)| (tx, m.assignment.clone())))
+        .filter_map(|m| {
+            let (_, tx) = m.sync_waiter.take()?;
+            m.deadline = now + m.session_timeout;
+            Some((tx, m.assignment.clone()))
+        })
         .collect();
     for (tx, assignment) in responses {
         let _ = tx.send(sync_answer(group, assignment, version));

@@ -229,3 +229,63 @@ async fn a_silent_member_expires_after_its_session_timeout() {
     assert!(fake.records().contains(&format!("kafka.group.member g: {a} expired: session timeout")));
     assert_eq!(fake.state("g"), (GroupState::Empty, 2), "the last member gone: an empty generation");
 }
+
+/// Joins `a` (alone, synced) then `b` with session timeouts `a_ms` and `b_ms`; returns their ids
+/// and the generation both are in (CompletingRebalance, nobody synced).
+async fn two_members(fake: &Fake, a_ms: i32, b_ms: i32) -> (String, String, i32) {
+    let join_as = |client: &'static str, id: String, ms: i32| {
+        let f = fake.clone();
+        async move { join(&f, 0, client, 9, join_req(&id).with_session_timeout_ms(ms)).await }
+    };
+    let first = join_as("a", String::new(), a_ms).await;
+    let a = join_as("a", first.member_id.to_string(), a_ms).await.member_id.to_string();
+    assert_eq!(sync(fake, 0, 5, sync_req(&a, 1, &[&a])).await.error_code, 0);
+    let b_id = join_as("b", String::new(), b_ms).await.member_id.to_string();
+    let b = tokio::spawn(join_as("b", b_id, b_ms));
+    tokio::task::yield_now().await;
+    let a_again = join_as("a", a.clone(), a_ms).await;
+    let b = b.await.expect("b's join");
+    assert_eq!((a_again.generation_id, b.generation_id), (2, 2));
+    assert_eq!(a_again.leader.as_str(), a, "a leads");
+    (a, b.member_id.to_string(), 2)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_follower_answered_in_sync_group_starts_a_new_session_when_the_leader_expires() {
+    // Kafka's propagateAssignment reschedules the heartbeat of every member it answers: b waited
+    // in SyncGroup for a leader that never syncs; when the leader expires, b's REBALANCE_IN_PROGRESS
+    // answer starts b's session again, so b (closing, say) can still leave by LeaveGroup.
+    let fake = Fake::default();
+    let (a, b, generation) = two_members(&fake, 6_000, 10_000).await;
+    let f = fake.clone();
+    let b_id = b.clone();
+    let b_sync = tokio::spawn(async move { sync(&f, 0, 5, sync_req(&b_id, generation, &[])).await });
+    tokio::time::sleep(Duration::from_millis(6_001)).await;
+    assert!(fake.records().contains(&format!("kafka.group.member g: {a} expired: session timeout")));
+    assert_eq!(b_sync.await.expect("b's sync").error_code, E::RebalanceInProgress.code());
+    // Past b's session counted from the join (10 s), within the one from the answer (16 s).
+    tokio::time::sleep(Duration::from_millis(4_000)).await;
+    assert!(!fake.records().iter().any(|r| r.contains(&format!("{b} expired"))), "{:?}", fake.records());
+    assert_eq!(heartbeat(&fake, &b, generation), E::RebalanceInProgress.code(), "b is still a member");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_follower_answered_with_its_assignment_starts_a_new_session() {
+    // b waits in SyncGroup past its session timeout (kept alive meanwhile); the leader syncs at
+    // 8 s: b's session runs from the answer, not from when its timer last fired (6 s).
+    let fake = Fake::default();
+    let (a, b, generation) = two_members(&fake, 10_000, 6_000).await;
+    let f = fake.clone();
+    let b_id = b.clone();
+    let b_sync = tokio::spawn(async move { sync(&f, 0, 5, sync_req(&b_id, generation, &[])).await });
+    for _ in 0..4 {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(heartbeat(&fake, &a, generation), 0, "the leader stays alive");
+    }
+    assert_eq!(sync(&fake, 0, 5, sync_req(&a, generation, &[&a, &b])).await.error_code, 0);
+    assert_eq!(b_sync.await.expect("b's sync").assignment, Bytes::from(b.clone()));
+    // 12.001 s: past 6 s + 6 s, within 8 s + 6 s.
+    tokio::time::sleep(Duration::from_millis(4_001)).await;
+    assert_eq!(heartbeat(&fake, &b, generation), 0, "b's session started at its answer");
+    assert_eq!(fake.state("g"), (GroupState::Stable, generation));
+}
