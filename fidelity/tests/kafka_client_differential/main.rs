@@ -58,6 +58,7 @@ macro_rules! per_client {
 mod groups;
 mod offsets;
 mod producing;
+mod sessions;
 
 use std::process::ExitCode;
 
@@ -95,6 +96,7 @@ fn scenarios() -> Vec<Scenario> {
         scenario!(groups::late_commit_of_a_member_that_left_is_refused),
         scenario!(groups::unsubscribe_revokes_and_subscribe_rejoins),
         scenario!(groups::subscribe_to_a_missing_topic),
+        scenario!(sessions::a_sync_group_answered_after_the_session_timeout_keeps_the_member_id),
     ]
 }
 

@@ -4,8 +4,8 @@
 //! a due JoinGroup waits only for those queued before it was due), a pending LeaveGroup, then
 //! the JoinGroup. A commit carries the generation it was queued in. Closing waits for the
 //! commits, lookups and LeaveGroup, not for anything else in flight. Timers: the heartbeat interval, the session timeout
-//! (no successful heartbeat for `session.timeout.ms`: the assignment is lost and the member
-//! rejoins with a new member id) and `max.poll.interval.ms` (KIP-62). The next request:
+//! (a steady member without a successful heartbeat or SyncGroup for `session.timeout.ms`: the
+//! assignment is lost and the member rejoins with a new member id; not checked while joining) and `max.poll.interval.ms` (KIP-62). The next request:
 //! `requests`; what the answers do: `answers`.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -445,11 +445,19 @@ impl Group {
             self.lose_and_rejoin();
             return;
         }
-        if self.generation >= 0 && !self.joining && now >= self.last_heartbeat_ok + self.s.session_timeout {
-            // librdkafka's rd_kafka_cgrp_session_timeout_check.
+        if self.steady() && now >= self.last_heartbeat_ok + self.s.session_timeout {
+            // librdkafka's rd_kafka_cgrp_session_timeout_check, which rd_kafka_cgrp_serve runs
+            // in join state STEADY only: waiting in (or about to send) JoinGroup or SyncGroup,
+            // the member keeps its id however long that takes (a SyncGroup answered
+            // REBALANCE_IN_PROGRESS after a long wait rejoins with it).
             self.member_id.clear();
             self.lose_and_rejoin();
         }
+    }
+
+    /// A member of its generation, not rebalancing (librdkafka's join state STEADY).
+    fn steady(&self) -> bool {
+        self.generation >= 0 && !self.joining && matches!(self.phase, Phase::Steady)
     }
 
     fn next_wake(&self, now: Instant) -> Option<Instant> {
@@ -467,6 +475,8 @@ impl Group {
             }
             if self.generation >= 0 {
                 t.push(self.next_heartbeat);
+            }
+            if self.steady() {
                 t.push(self.last_heartbeat_ok + self.s.session_timeout);
             }
             if !self.max_poll_exceeded && !self.in_poll {
