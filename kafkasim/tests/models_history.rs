@@ -798,3 +798,70 @@ fn a_committed_offset_beyond_the_walk_bound_is_reported_not_walked() {
     assert!(only(&report, Q1, Some(0), Some("c1")).message.contains("OFFSETS_WALKED_MAX"), "{report}");
     assert!(report.of(Q5).iter().any(|v| v.message.contains("OFFSETS_WALKED_MAX")), "{report}");
 }
+
+// ---- Q8: ids lost before the stop (fresh seeds of issue 18) --------------------------------
+
+/// c1 (member id m1, handed out at the start) holds partition 0 and loses it: its session timed
+/// out on its side (a partition from the coordinator) and librdkafka dropped the member id. Then
+/// it is stopped, `stop_after` later, and leaves at once. Returns the history and the loss's time.
+fn lost_then_stopped(stop_after: Duration) -> (H, Duration) {
+    let mut h = H::new();
+    h.assign("c1", 0).process("c1", 0, 0).commit("c1", 0, 1);
+    h.wait(Duration::from_secs(3)).ev("c1", What::Revoke { tp: tp(0), lost: true });
+    let lost = h.now;
+    // The stop and the leave at the loss's instant (after it), or later.
+    h.now += stop_after;
+    h.h.push(h.now, G, "c1", What::Stop);
+    h.h.push(h.now, G, "c1", What::Leave);
+    (h, lost)
+}
+
+fn m1_facts(expired_at: Duration) -> Facts {
+    let mut facts = Facts::default();
+    facts.generations.push(generation(1, &[("m1", "c1", &[0])]));
+    facts.handed_out.insert("m1".into(), Duration::ZERO);
+    facts.departures.push(Departure { at: expired_at, member_id: "m1".into(), cause: DepartureCause::SessionExpired });
+    facts
+}
+
+#[test]
+fn q8_excuses_an_id_lost_before_the_stop_that_expires_at_the_stops_instant() {
+    // Seeds …5761, churn …6562: the coordinator expires m1 at the very instant of the stop and
+    // the leave, the client having revoked it as lost just before (same instant, earlier event).
+    let (h, lost) = lost_then_stopped(Duration::ZERO);
+    let report = judge(&h.history(), &m1_facts(lost), &alo());
+    assert!(!report.fired(Q8), "{report}");
+    // Not lost before the stop: the same expiry at the stop's instant is still a violation.
+    let mut h = H::new();
+    h.assign("c1", 0).process("c1", 0, 0).commit("c1", 0, 1).wait(Duration::from_secs(3));
+    h.h.push(h.now, G, "c1", What::Stop);
+    h.h.push(h.now, G, "c1", What::Leave);
+    let v = only(&judge(&h.history(), &m1_facts(h.now), &alo()), Q8, None, Some("c1")).clone();
+    assert!(v.message.contains("m1") && v.message.contains("SessionExpired"), "{v}");
+}
+
+#[test]
+fn q8_excuses_an_id_lost_before_the_stop_that_expires_after_the_leave_but_judges_its_rejoin() {
+    // Churn seeds …6543, …6997: the client's session ran out before the coordinator's (its
+    // queued commits kept the coordinator's alive), so m1 expires after the leave; the client
+    // had no member id to send LeaveGroup for.
+    let (h, lost) = lost_then_stopped(Duration::from_millis(90));
+    let expired = h.now + Duration::from_millis(50);
+    let report = judge(&h.history(), &m1_facts(expired), &alo());
+    assert!(!report.fired(Q8), "{report}");
+    // It rejoined after the loss: m2, handed out then, is its id at the stop; m2 expiring after
+    // the leave (no LeaveGroup) is a violation.
+    let mut facts = m1_facts(expired);
+    facts.generations.push(generation(2, &[("m2", "c1", &[])]));
+    facts.generations[1].at = lost + Duration::from_millis(20);
+    facts.handed_out.insert("m2".into(), lost + Duration::from_millis(10));
+    facts.departures.push(Departure { at: expired, member_id: "m2".into(), cause: DepartureCause::SessionExpired });
+    let v = only(&judge(&h.history(), &facts, &alo()), Q8, None, Some("c1")).clone();
+    assert!(v.message.contains("m2") && v.message.contains("SessionExpired"), "{v}");
+    // Assigned again after the loss (back in the group, here under the same id): judged.
+    let mut h = H::new();
+    h.assign("c1", 0).ev("c1", What::Revoke { tp: tp(0), lost: true }).assign("c1", 0);
+    h.ev("c1", What::Stop).ev("c1", What::Leave);
+    let v = only(&judge(&h.history(), &m1_facts(h.now + Duration::from_secs(1)), &alo()), Q8, None, Some("c1")).clone();
+    assert!(v.message.contains("m1"), "{v}");
+}

@@ -37,7 +37,15 @@
 //! Not judged either: an incarnation no longer in the group at its stop (every id of it had
 //! departed before), and one the coordinator expired while it was still draining (before its
 //! leave): a consumer heartbeats until its close ends, so the coordinator had lost touch with it
-//! (a network partition) and its LeaveGroup could only come after the expiry.
+//! (a network partition) and its LeaveGroup could only come after the expiry. Nor the ids a
+//! member had when it lost its assignment before the stop (not assigned anything since): its
+//! session had timed out, or the coordinator no longer knew it (librdkafka's
+//! `rd_kafka_cgrp_session_timeout_check` and an `UNKNOWN_MEMBER_ID` answer drop the member id),
+//! so at close it has no LeaveGroup to send for them, whenever the coordinator expires them
+//! (at the stop's instant, or after the leave when the coordinator's clock for it runs later).
+//! The ids handed out after the loss (its rejoin) are judged. (A loss by `ILLEGAL_GENERATION`
+//! keeps the id, and its LeaveGroup at close goes unjudged too: the events do not tell the
+//! causes apart.)
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -71,6 +79,8 @@ struct Member {
     cut_off: bool,
     /// When its previous incarnation ended (its last crash or leave).
     ended: Option<Duration>,
+    /// When it last lost its assignment, if not assigned anything since.
+    lost: Option<Duration>,
 }
 
 /// A drained stop, for the coordinator's evidence.
@@ -84,6 +94,9 @@ struct Drained {
     since: Option<Duration>,
     /// When it left.
     leave_at: Duration,
+    /// When it lost its assignment before the stop, not assigned anything since: the ids it
+    /// had then are not judged (see the module docs).
+    lost_before_stop: Option<Duration>,
 }
 
 /// Q8 (see the module docs).
@@ -112,6 +125,8 @@ impl ShutdownDrains {
 fn on_leave(drained: &mut Vec<Drained>, group: &str, m: &mut Member, e: &Event) -> Vec<Violation> {
     let mut out = Vec::new();
     let stop = m.stop.take();
+    // Set before the stop only: a loss during the drain cuts the member off instead.
+    let lost_before_stop = m.lost.take();
     let owed = std::mem::take(&mut m.owed);
     let in_flight = std::mem::take(&mut m.in_flight);
     let gaps: Vec<(TopicPartition, i64, Option<i64>)> = owed
@@ -132,6 +147,7 @@ fn on_leave(drained: &mut Vec<Drained>, group: &str, m: &mut Member, e: &Event) 
             cut_off: std::mem::take(&mut m.cut_off),
             since,
             leave_at: e.at,
+            lost_before_stop,
         });
         for ((tp, offset), seq) in in_flight {
             let v = violation(
@@ -162,8 +178,13 @@ fn on_leave(drained: &mut Vec<Drained>, group: &str, m: &mut Member, e: &Event) 
 
 /// `client`'s member ids first seen in a generation formed after `since` (from the start
 /// without) and before `until` (a generation formed at the instant of the leave is the next
-/// incarnation's: the leaving member is not in it).
-fn incarnation_ids<'f>(facts: &'f Facts, client: &str, since: Option<Duration>, until: Duration) -> BTreeSet<&'f str> {
+/// incarnation's: the leaving member is not in it), each with when it became the incarnation's.
+fn incarnation_ids<'f>(
+    facts: &'f Facts,
+    client: &str,
+    since: Option<Duration>,
+    until: Duration,
+) -> BTreeMap<&'f str, Duration> {
     let mut first_seen: BTreeMap<&str, Duration> = BTreeMap::new();
     for g in &facts.generations {
         for m in g.members.iter().filter(|m| m.client_id == client) {
@@ -178,7 +199,8 @@ fn incarnation_ids<'f>(facts: &'f Facts, client: &str, since: Option<Duration>, 
             *at = *handed;
         }
     }
-    first_seen.into_iter().filter(|(_, at)| since.is_none_or(|s| *at > s) && *at < until).map(|(id, _)| id).collect()
+    first_seen.retain(|_, at| since.is_none_or(|s| *at > s) && *at < until);
+    first_seen
 }
 
 fn violation(group: &str, e: &Event, message: String) -> Violation {
@@ -201,6 +223,7 @@ impl Model for ShutdownDrains {
             What::Assign(tp) => {
                 // A new hold; after a leave, a new incarnation.
                 m.left = None;
+                m.lost = None;
                 m.processed.remove(tp);
                 if m.stop.is_some() {
                     m.owed.insert(tp.clone());
@@ -262,6 +285,7 @@ impl Model for ShutdownDrains {
                 m.cut_off = true;
                 m.owed.remove(tp);
             }
+            What::Revoke { lost: true, .. } => m.lost = Some(e.at),
             What::Revoke { .. } | What::Heal { .. } => {}
         }
         out
@@ -289,8 +313,14 @@ impl Model for ShutdownDrains {
                 out.push(v);
             }
         }
-        for Drained { member, stop_at, leave_seq, cut_off, since, leave_at } in &self.drained {
-            let ids = incarnation_ids(facts, member, *since, *leave_at);
+        for Drained { member, stop_at, leave_seq, cut_off, since, leave_at, lost_before_stop } in &self.drained {
+            let mut ids = incarnation_ids(facts, member, *since, *leave_at);
+            // Lost before the stop: the ids it had then are void to it (librdkafka drops its
+            // member id when its session times out); only those it got since are judged.
+            if let Some(lost) = lost_before_stop {
+                ids.retain(|_, at| *at >= *lost);
+            }
+            let ids: BTreeSet<&str> = ids.into_keys().collect();
             if ids.is_empty() || facts.is_static(member) || *cut_off {
                 continue;
             }
