@@ -49,3 +49,29 @@ fn databases_convergence_is_judged_after_the_last_api_fault() {
         .run(move |ctx| databases::run(ctx, variant))
         .assert_passed();
 }
+
+#[test]
+fn orderstatus_q8_a_member_out_of_the_group_at_its_stop_or_kept_alive_by_its_answer() {
+    // Issue 18's fresh seeds, three causes. The coordinator expired a follower waiting in
+    // SyncGroup together with a leader that never synced (…6254): Kafka's propagateAssignment
+    // restarts the session of a member it answers. The client dropped its member id on a
+    // session timeout checked while rejoining (churn …4805, …5767): librdkafka checks it in join
+    // state STEADY only. And Q8 judged ids the client had lost before its stop (…5761, churn
+    // …6562 at the stop's instant; churn …6543, …6997 after the leave).
+    let variant = orderstatus::Variant::Correct;
+    Simulation::new(variant.simulation())
+        .seeds(vec![17532222858353955761, 17532222858353956254])
+        .run(move |ctx| orderstatus::run(ctx, variant))
+        .assert_passed();
+    let churn = orderstatus::Variant::CorrectChurn;
+    Simulation::new(churn.simulation())
+        .seeds(vec![
+            17532222858353954805,
+            17532222858353955767,
+            17532222858353956543,
+            17532222858353956562,
+            17532222858353956997,
+        ])
+        .run(move |ctx| orderstatus::run(ctx, churn))
+        .assert_passed();
+}
