@@ -51,6 +51,19 @@ fn databases_convergence_is_judged_after_the_last_api_fault() {
 }
 
 #[test]
+fn orderstatus_a_broker_stopping_mid_handshake_resets_the_clients_connection() {
+    // Not an oracle's false positive but the simulated network's: a listener closed while a
+    // connection to it was half-open left that connection answering nothing (Linux answers the
+    // dialer's ACK with RST), so a projector's Fetch (…6070) or coordinator lookup (…6531) sent
+    // to a broker that stopped waited out its 60 s socket.timeout.ms. sim/tests/net_listener_close.rs.
+    let variant = orderstatus::Variant::Correct;
+    Simulation::new(variant.simulation())
+        .seeds(vec![17532222858353956070, 17532222858353956531])
+        .run(move |ctx| orderstatus::run(ctx, variant))
+        .assert_passed();
+}
+
+#[test]
 fn orderstatus_q8_a_member_out_of_the_group_at_its_stop_or_kept_alive_by_its_answer() {
     // Issue 18's fresh seeds, three causes. The coordinator expired a follower waiting in
     // SyncGroup together with a leader that never synced (…6254): Kafka's propagateAssignment

@@ -303,17 +303,16 @@ pub(crate) fn abort_end(core: &Arc<Core>, st: &mut State, conn: ConnId, i: usize
 
 /// Removes a listener; with `reset`, its queued connections are reset (Linux
 /// inet_csk_listen_stop), otherwise they are left to go silent with their host. Half-open
-/// connections (SYN_RECV) are discarded either way.
+/// connections (SYN_RECV) are discarded either way, but keep the id of the listener they were
+/// made to: when the dialer's ACK arrives, [`established`] finds that listener gone and the
+/// server's stack answers with RST (Linux tcp_v4_rcv drops a request sock whose listener left
+/// TCP_LISTEN and, finding no other socket, sends a reset), unless the server's end is closed
+/// already (its incarnation vanished: nothing answers).
 pub(crate) fn drop_listener(core: &Arc<Core>, st: &mut State, id: ListenerId, reset: bool) {
     let Some(l) = st.listeners.remove(&id) else { return };
     st.listening.retain(|_, lid| *lid != id);
     if let Some(w) = l.waker {
         w.wake();
-    }
-    for conn in l.handshaking {
-        if let Some(c) = st.conns.get_mut(&conn) {
-            c.listener = None;
-        }
     }
     for conn in l.queue {
         if let Some(c) = st.conns.get_mut(&conn) {
