@@ -51,6 +51,8 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use crate::client::{Client, RecordInput, decode_records, record_batch};
 use crate::{Cluster, Error, requests};
 
+pub mod epoch_bump;
+
 /// The Produce version [`Recording::produce`] sends.
 pub const PRODUCE_VERSION: i16 = 9;
 /// The Fetch version [`Recording::fetch`] and [`final_log`] send.

@@ -107,6 +107,10 @@ pub struct BatchView {
     pub last_offset: i64,
     /// The producer id (-1 without idempotence).
     pub producer_id: i64,
+    /// The producer epoch (-1 without idempotence): an idempotent producer's batches under a
+    /// higher epoch restart their sequences, so the broker cannot deduplicate them against the
+    /// lower epoch's (KIP-360; see [`crate::history::epoch_bump`]).
+    pub producer_epoch: i16,
     /// The first sequence (-1 without idempotence).
     pub base_sequence: i32,
     /// Its size in bytes.

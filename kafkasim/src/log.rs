@@ -120,6 +120,8 @@ pub struct StoredBatch {
     pub max_timestamp: i64,
     /// The producer id (-1 for a non-idempotent producer).
     pub producer_id: i64,
+    /// The producer epoch (-1 for a non-idempotent producer).
+    pub producer_epoch: i16,
     /// The sequence of its first record (-1 without idempotence).
     pub base_sequence: i32,
     /// The bytes as stored (base offset and leader epoch rewritten).
@@ -174,6 +176,7 @@ impl PartitionLog {
             last_offset: base + count - 1,
             max_timestamp: batch.max_timestamp,
             producer_id: batch.info.producer_id,
+            producer_epoch: batch.info.producer_epoch,
             base_sequence: batch.info.base_sequence,
             bytes: bytes.freeze(),
         });

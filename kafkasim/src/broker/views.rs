@@ -60,6 +60,7 @@ impl Cluster {
                     base_offset: b.base_offset,
                     last_offset: b.last_offset,
                     producer_id: b.producer_id,
+                    producer_epoch: b.producer_epoch,
                     base_sequence: b.base_sequence,
                     bytes: b.bytes.len(),
                 })
