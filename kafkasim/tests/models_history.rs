@@ -865,3 +865,26 @@ fn q8_excuses_an_id_lost_before_the_stop_that_expires_after_the_leave_but_judges
     let v = only(&judge(&h.history(), &m1_facts(h.now + Duration::from_secs(1)), &alo()), Q8, None, Some("c1")).clone();
     assert!(v.message.contains("m1"), "{v}");
 }
+
+#[test]
+fn q8_excuses_a_member_the_coordinator_removed_from_a_rebalance_while_it_drained() {
+    // Churn seed …9384: stopped while the coordinator refused its commits (NOT_COORDINATOR), the
+    // member kept committing; a rebalance started meanwhile and, the member not rejoining while it
+    // drained, removed it after the rebalance timeout — before its leave.
+    let mut h = H::new();
+    h.assign("c1", 0).process("c1", 0, 0).ev("c1", What::Stop);
+    h.commit_answered("c1", 0, 1, Answer::Refused(16));
+    let removed = h.now + Duration::from_millis(5);
+    h.wait(Duration::from_secs(3)).commit("c1", 0, 1).ev("c1", What::Leave);
+    let mut facts = Facts::default();
+    facts.generations.push(generation(1, &[("m1", "c1", &[0])]));
+    let gone =
+        |at| Departure { at, member_id: "m1".into(), cause: DepartureCause::Removed("did not rejoin in time".into()) };
+    facts.departures.push(gone(removed));
+    let report = judge(&h.history(), &facts, &alo());
+    assert!(!report.fired(Q8), "{report}");
+    // Removed after its leave: no LeaveGroup came, a violation.
+    facts.departures = vec![gone(h.now + Duration::from_secs(1))];
+    let v = only(&judge(&h.history(), &facts, &alo()), Q8, None, Some("c1")).clone();
+    assert!(v.message.contains("Removed"), "{v}");
+}

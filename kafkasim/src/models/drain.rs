@@ -37,7 +37,11 @@
 //! Not judged either: an incarnation no longer in the group at its stop (every id of it had
 //! departed before), and one the coordinator expired while it was still draining (before its
 //! leave): a consumer heartbeats until its close ends, so the coordinator had lost touch with it
-//! (a network partition) and its LeaveGroup could only come after the expiry. Nor the ids a
+//! (a network partition) and its LeaveGroup could only come after the expiry. Likewise one the
+//! coordinator removed from a rebalance while it drained (did not rejoin or sync within the
+//! rebalance timeout): a member finishing its commits does not rejoin (its revocation waits for
+//! them, as a Java consumer's `commitSync` in `onPartitionsRevoked` does), and the rebalance
+//! that removed it already moved its partitions. Nor the ids a
 //! member had when it lost its assignment before the stop (not assigned anything since): its
 //! session had timed out, or the coordinator no longer knew it (librdkafka's
 //! `rd_kafka_cgrp_session_timeout_check` and an `UNKNOWN_MEMBER_ID` answer drop the member id),
@@ -338,7 +342,15 @@ impl Model for ShutdownDrains {
             let seen = facts.departures.iter().find(after_stop);
             let problem = match seen {
                 Some(d) if d.cause == DepartureCause::Left => continue,
-                Some(d) if d.cause == DepartureCause::SessionExpired && d.at < *leave_at => continue,
+                // Let go by the coordinator while it drained: expired, or removed from a
+                // rebalance it did not rejoin (a draining member holds the rebalance until its
+                // commits are done, then the rebalance timeout removes it).
+                Some(d)
+                    if matches!(d.cause, DepartureCause::SessionExpired | DepartureCause::Removed(_))
+                        && d.at < *leave_at =>
+                {
+                    continue;
+                }
                 Some(d) => format!("the coordinator saw member id {} go by {:?} at {:?}", d.member_id, d.cause, d.at),
                 None => "the coordinator saw none of its member ids leave after the stop".to_string(),
             };
