@@ -70,7 +70,8 @@ fn orderstatus_q8_a_member_out_of_the_group_at_its_stop_or_kept_alive_by_its_ans
     // restarts the session of a member it answers. The client dropped its member id on a
     // session timeout checked while rejoining (churn …4805, …5767): librdkafka checks it in join
     // state STEADY only. And Q8 judged ids the client had lost before its stop (…5761, churn
-    // …6562 at the stop's instant; churn …6543, …6997 after the leave).
+    // …6562 at the stop's instant; churn …6543, …6997, …8104, …8488, …8839, …8954, …60285
+    // after the leave or never), and a removal from a rebalance during the drain (churn …9384).
     let variant = orderstatus::Variant::Correct;
     Simulation::new(variant.simulation())
         .seeds(vec![17532222858353955761, 17532222858353956254])
@@ -84,6 +85,12 @@ fn orderstatus_q8_a_member_out_of_the_group_at_its_stop_or_kept_alive_by_its_ans
             17532222858353956543,
             17532222858353956562,
             17532222858353956997,
+            17532222858353958104,
+            17532222858353958488,
+            17532222858353958839,
+            17532222858353958954,
+            17532222858353959384,
+            17532222858353960285,
         ])
         .run(move |ctx| orderstatus::run(ctx, churn))
         .assert_passed();
