@@ -12,6 +12,10 @@
 //! - **At a fake time**: [`at`] schedules the install as a harness event of the
 //!   [`crate::Driver`] and returns a `#[must_use]` [`Scheduled`]: [`Scheduled::lasting`] ("at t,
 //!   for d"), [`Scheduled::until`] (until fake time t) or [`Scheduled::forever`].
+//!   [`Scheduled::lasting_releasable`] ("for d, or until ended sooner") returns a [`Release`]
+//!   whose [`Release::now`] ends the fault at once: how a heal ([`crate::node::System::heal`])
+//!   ends the faults of the harness's schedules (the lifecycle's partitions, the nemesis) and
+//!   those handed to it ([`crate::node::System::end_at_heal`]).
 //!
 //! Times are fake time since the run started. Each target names the history entries and harness
 //! events of its faults ([`Target::installed`], [`Target::released`], [`Target::event`]), so a
@@ -254,6 +258,94 @@ impl Scheduled {
         self.until(at + d)
     }
 
+    /// As [`Scheduled::lasting`], and returns a [`Release`] that can end the fault sooner.
+    pub fn lasting_releasable(self, d: Duration) -> Release {
+        let (driver, install, slot) = (self.driver.clone(), self.id, Arc::downgrade(&self.slot));
+        let release = self.lasting(d);
+        Release { driver, install, release, slot }
+    }
+
     /// Keeps the fault for the rest of the run once installed.
     pub fn forever(self) {}
+}
+
+/// A scheduled fault's release that can come sooner ([`Scheduled::lasting_releasable`]): what
+/// ends the harness's faults at a heal ([`crate::node::System::heal`]).
+pub struct Release {
+    driver: Driver,
+    install: EventId,
+    release: EventId,
+    /// Held by the fault's install and release events while either is pending: gone once the
+    /// fault is over.
+    slot: std::sync::Weak<Mutex<Slot>>,
+}
+
+impl fmt::Debug for Release {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Release").field("install", &self.install).field("release", &self.release).finish()
+    }
+}
+
+/// What [`Release::now`] found.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// Not installed yet: its install and release are cancelled, it never happens.
+    Cancelled,
+    /// Installed: undone now, and recorded as released now.
+    Released,
+    /// Already released (or dropped by `SIM_DROP_FAULTS` and due no more).
+    Over,
+}
+
+impl Release {
+    /// Ends the fault now: undoes it if installed (the history records its release now), cancels
+    /// it if not yet installed, and cancels its scheduled release either way.
+    pub fn now(&self) -> Ended {
+        let Some(slot) = self.slot.upgrade() else {
+            return Ended::Over;
+        };
+        // Holding the slot here, cancelling drops no guard inside the driver's lock (an undo
+        // schedules events).
+        let install_pending = self.driver.cancel(self.install);
+        self.driver.cancel(self.release);
+        let guard = lock(&slot).guard.take();
+        match guard {
+            Some(guard) => {
+                guard.release();
+                Ended::Released
+            }
+            None if install_pending => Ended::Cancelled,
+            None => Ended::Over,
+        }
+    }
+}
+
+/// The faults the next heal ends ([`crate::node::System::heal`] and `stop`): the run's own
+/// (one per run, [`crate::Ctx::extension`]), filled by the harness's fault schedules (the
+/// lifecycle's partitions, the nemesis) and by tests ([`crate::node::System::end_at_heal`]).
+#[derive(Default)]
+pub(crate) struct EndAtHeal {
+    releases: Mutex<Vec<Release>>,
+}
+
+impl EndAtHeal {
+    /// Adds a fault the next heal ends.
+    pub(crate) fn add(&self, release: Release) {
+        self.releases.lock().unwrap_or_else(|p| p.into_inner()).push(release);
+    }
+
+    /// Ends every fault added since the last call ([`Release::now`]); returns how many were
+    /// released and how many cancelled.
+    pub(crate) fn end_all(&self) -> (usize, usize) {
+        let releases = std::mem::take(&mut *self.releases.lock().unwrap_or_else(|p| p.into_inner()));
+        let (mut released, mut cancelled) = (0, 0);
+        for release in releases {
+            match release.now() {
+                Ended::Released => released += 1,
+                Ended::Cancelled => cancelled += 1,
+                Ended::Over => {}
+            }
+        }
+        (released, cancelled)
+    }
 }

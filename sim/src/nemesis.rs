@@ -3,7 +3,8 @@
 //! [`Nemesis::schedule`] draws, from the run's seed, which kinds of fault happen (each kind is a
 //! swarm flag, so some runs have none of a kind), how many, when (inside a window of fake time)
 //! and for how long, and schedules each as a control with its release. Every fault heals by the
-//! end of the window, so a liveness phase can follow.
+//! end of the window, or at [`crate::node::System::heal`] (or `stop`) if that comes first (a
+//! fault in force is lifted then, one to come is cancelled), so a liveness phase can follow.
 //!
 //! The faults, each kind a swarm flag (p = 0.5), `nemesis.count` of each (0..=`max_faults`):
 //! - **partition** (`nemesis.partitions`): one host isolated ([`Partition::isolate`]) for up to
@@ -21,6 +22,7 @@
 use std::ops::Range;
 use std::time::Duration;
 
+use crate::fault::EndAtHeal;
 use crate::net::control::{ConnSel, Direction, HoldAfterBytes, Partition, Reset};
 
 /// A swarm-drawn fault schedule over some hosts.
@@ -86,6 +88,7 @@ impl Nemesis {
             return 0;
         }
         let mut draws = ctx.source("net/nemesis");
+        let heal = ctx.extension::<EndAtHeal>();
         let mut scheduled = 0;
         let (start, end) = self.window;
         for (kind, on) in kinds {
@@ -98,13 +101,14 @@ impl Nemesis {
                     .duration(Duration::from_millis(1)..=self.longest)
                     .min(end.saturating_sub(at).max(Duration::from_millis(1)));
                 let a = draws.choose(&self.hosts).cloned().unwrap_or_default();
-                match kind {
-                    "partition" => net.at(at, Partition::isolate(a)).lasting(last),
-                    "reset" => net.at(at, Reset { conn: ConnSel::To(a) }).lasting(Duration::from_millis(1)),
+                let release = match kind {
+                    "partition" => net.at(at, Partition::isolate(a)).lasting_releasable(last),
+                    "reset" => net.at(at, Reset { conn: ConnSel::To(a) }).lasting_releasable(Duration::from_millis(1)),
                     _ => net
                         .at(at, HoldAfterBytes { conn: ConnSel::To(a), direction: Direction::ToClient, bytes: 0 })
-                        .lasting(last),
+                        .lasting_releasable(last),
                 };
+                heal.add(release);
                 scheduled += 1;
             }
         }

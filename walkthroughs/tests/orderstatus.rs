@@ -55,3 +55,14 @@ fn a_copy_appended_again_after_an_epoch_bump_is_excused() {
         assert!(failure.message.contains("librdkafka#4953"), "{failure}");
     }
 }
+
+/// A fresh churn seed where a lifecycle partition of projector-0 (13.176s, for 4.806s) outlasted
+/// the fault window: the heal at 15s left it in force until 17.983s, so Q9's bound started while
+/// the projector was cut off. `System::heal` now lifts it, and the seed passes.
+#[test]
+fn a_lifecycle_partition_ends_at_the_heal_q9_measures_from() {
+    Simulation::new(Variant::CorrectChurn.simulation())
+        .seeds(vec![13760669910876886148])
+        .run(move |ctx| orderstatus::run(ctx, Variant::CorrectChurn))
+        .assert_passed();
+}

@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::exit::CrashMode;
 use super::system::{System, lifecycle_error, names};
 use crate::driver::Event;
-use crate::fault::{self, Fault, Phase, Target, Undo};
+use crate::fault::{self, EndAtHeal, Fault, Phase, Release, Target, Undo};
 use crate::net::Partition;
 use crate::report::Failure;
 
@@ -62,7 +62,8 @@ pub enum Lifecycle {
         /// The version its replicas start as.
         version: Version,
     },
-    /// Cuts the node's host off for `lasting` (a [`Partition::isolate`] on the network).
+    /// Cuts the node's host off for `lasting` (a [`Partition::isolate`] on the network), or until
+    /// the next [`System::heal`] or [`System::stop`] if that comes sooner.
     Partition {
         /// The node.
         node: String,
@@ -210,7 +211,9 @@ impl System {
             Lifecycle::Restart { node: name, how } => self.restart(&name, how).await,
             Lifecycle::Rollout { service, version } => self.rollout(&service, &version).await,
             Lifecycle::Partition { node: name, lasting } => self.check_node(&name).map(|()| {
-                self.ctx.net().at(self.ctx.elapsed(), Partition::isolate(name)).lasting(lasting);
+                let release =
+                    self.ctx.net().at(self.ctx.elapsed(), Partition::isolate(name)).lasting_releasable(lasting);
+                self.end_at_heal(release);
             }),
         };
         result.map_err(|mut f| {
@@ -292,9 +295,19 @@ impl System {
         scheduled.forever();
     }
 
+    /// Ends a fault at the next [`System::heal`] (or [`System::stop`]), if it has not ended by
+    /// then: a fault of the test's own schedule (a broker down until `t`, say) that a check
+    /// after the heal must not see. `release` comes from
+    /// [`Scheduled::lasting_releasable`](crate::fault::Scheduled::lasting_releasable).
+    pub fn end_at_heal(&self, release: Release) {
+        self.ctx.extension::<EndAtHeal>().add(release);
+    }
+
     /// Ends the fault schedule: cancels the lifecycle events scheduled with [`System::at`] (and
-    /// [`System::schedule_lifecycle`]) that have not happened, and waits for those under way (a
-    /// restart or a rollout in progress) to finish.
+    /// [`System::schedule_lifecycle`]) that have not happened, waits for those under way (a
+    /// restart or a rollout in progress) to finish, then ends the faults the heal ends
+    /// ([`System::end_at_heal`]: partitions of [`Lifecycle::Partition`], the nemesis's faults):
+    /// those installed are released now, those not yet installed are cancelled.
     async fn quiesce(&self, why: &str) {
         let pending = {
             let mut st = self.lock();
@@ -310,6 +323,15 @@ impl System {
             format!("{why}: {cancelled} scheduled lifecycle events cancelled, {under_way} under way"),
         );
         let _ = running.wait_for(|n| *n == 0).await;
+        let (released, cancelled) = self.ctx.extension::<EndAtHeal>().end_all();
+        if released + cancelled > 0 {
+            // Only then: the histories of runs with nothing to end stay as they were.
+            self.ctx.record(
+                "node.quiesce",
+                "system",
+                format!("{why}: {released} faults of the schedule ended early, {cancelled} cancelled"),
+            );
+        }
     }
 
     /// Draws a lifecycle schedule from the swarm inside `window` of fake time (since the run
@@ -361,9 +383,19 @@ impl System {
         plan
     }
 
-    /// Heals: ends the fault schedule (the lifecycle events scheduled with [`System::at`] or
-    /// [`System::schedule_lifecycle`] that have not happened are cancelled; those under way are
-    /// awaited), then starts every node that is down and waits until all are ready.
+    /// Heals: ends the fault schedule, then starts every node that is down and waits until all
+    /// are ready. When it returns, no fault of the harness's schedules is active or still to
+    /// come, so a bound measured from here (a liveness check, Q9) starts at a true heal point:
+    /// - the lifecycle events scheduled with [`System::at`] or [`System::schedule_lifecycle`]
+    ///   that have not happened are cancelled; those under way (a restart, a rollout) are
+    ///   awaited;
+    /// - a [`Lifecycle::Partition`] still in force is lifted now (not when its `lasting` ends);
+    /// - the [`crate::nemesis::Nemesis`]'s faults still in force are lifted, those to come cancelled;
+    /// - so are faults handed to [`System::end_at_heal`].
+    ///
+    /// Faults a test schedules itself (`ctx.net().at(..)`, a Kafka cluster's or an API server's
+    /// faults) are its own: the heal ends them only if they were handed to
+    /// [`System::end_at_heal`].
     ///
     /// # Errors
     /// As [`System::start`].
@@ -374,8 +406,8 @@ impl System {
     }
 
     /// Stops every node with SIGTERM and waits until each has ended (killed after its grace) —
-    /// after ending the fault schedule as [`System::heal`] does, so that no scheduled restart
-    /// starts a node again;
+    /// after ending the fault schedule as [`System::heal`] does (its partitions and the
+    /// nemesis's faults too), so that no scheduled restart starts a node again;
     /// then checks that no task of an ended incarnation kept running after it ended (also checked
     /// at the end of every run).
     ///
