@@ -95,3 +95,20 @@ fn orderstatus_q8_a_member_out_of_the_group_at_its_stop_or_kept_alive_by_its_ans
         .run(move |ctx| orderstatus::run(ctx, churn))
         .assert_passed();
 }
+
+#[test]
+fn orderstatus_q8_a_drain_that_timed_out_on_a_commit_records_it_unknown() {
+    // A commit fault (NOT_COORDINATOR, with a partition) kept the drain's synchronous commit
+    // unanswered until the drain timed out; the history then held no commit at all for offsets
+    // the client still sent before leaving (…7614; churn …7503, …7728, …4071).
+    let variant = orderstatus::Variant::Correct;
+    Simulation::new(variant.simulation())
+        .seeds(vec![17532222858353957614])
+        .run(move |ctx| orderstatus::run(ctx, variant))
+        .assert_passed();
+    let churn = orderstatus::Variant::CorrectChurn;
+    Simulation::new(churn.simulation())
+        .seeds(vec![17532222858353957503, 17532222858353957728, 17532222858353954071])
+        .run(move |ctx| orderstatus::run(ctx, churn))
+        .assert_passed();
+}

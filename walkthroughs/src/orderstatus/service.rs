@@ -390,6 +390,9 @@ pub async fn projector(
     // this member's revoke (a Java consumer's commitSync in onPartitionsRevoked holds it the
     // same way), so its partitions stay its own while it commits them — up to the rebalance
     // timeout, after which the coordinator fences it (UNKNOWN_MEMBER_ID).
+    // The drain's commit in flight: when the drain gives up waiting for its answer, the commit
+    // may still be stored (the client sends it before it leaves), and the history says so.
+    let in_flight = std::sync::Mutex::new(Vec::new());
     let drained = async {
         while workers.join_next().await.is_some() {}
         loop {
@@ -402,7 +405,9 @@ pub async fn projector(
                 shared.observer.committing(&shared.member, topic, *partition, *next);
                 let _ = offsets.add_partition_offset(topic, *partition, Offset::Offset(*next));
             }
+            in_flight.lock().unwrap_or_else(|p| p.into_inner()).clone_from(&uncommitted);
             let result = commit_sync(consumer.as_ref(), &offsets).await;
+            in_flight.lock().unwrap_or_else(|p| p.into_inner()).clear();
             let answer = result.as_ref().map_or_else(commit_answer, |()| CommitAnswer::Accepted);
             {
                 let mut state = shared.lock();
@@ -426,7 +431,13 @@ pub async fn projector(
             }
         }
     };
-    let _ = tokio::time::timeout(config.drain_timeout, drained).await;
+    if tokio::time::timeout(config.drain_timeout, drained).await.is_err() {
+        let unanswered = std::mem::take(&mut *in_flight.lock().unwrap_or_else(|p| p.into_inner()));
+        for ((topic, partition), next) in unanswered {
+            let answer = CommitAnswer::Unknown("the drain timed out waiting for the answer".into());
+            shared.observer.committed(&shared.member, &topic, partition, next, answer);
+        }
+    }
     workers.abort_all();
     while workers.join_next().await.is_some() {}
     // Closing the consumer leaves the group — unless the close cannot end within the shutdown
