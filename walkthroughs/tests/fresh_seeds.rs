@@ -16,37 +16,35 @@
 use sim::Simulation;
 use walkthroughs::{databases, orderstatus, shoppingcart};
 
+/// Runs `seeds` of an orderstatus variant and asserts every one passes.
+fn orderstatus_passes(variant: orderstatus::Variant, seeds: Vec<u64>) {
+    Simulation::new(variant.simulation()).seeds(seeds).run(move |ctx| orderstatus::run(ctx, variant)).assert_passed();
+}
+
 #[test]
 fn orderstatus_q8_ids_handed_out_before_a_crash_are_the_crashed_incarnations() {
-    let variant = orderstatus::Variant::Correct;
-    Simulation::new(variant.simulation())
-        .seeds(vec![13760669910876886033, 13760669910876886260, 13760669910876886511])
-        .run(move |ctx| orderstatus::run(ctx, variant))
-        .assert_passed();
-    let churn = orderstatus::Variant::CorrectChurn;
-    Simulation::new(churn.simulation())
-        .seeds(vec![13760669910876886842])
-        .run(move |ctx| orderstatus::run(ctx, churn))
-        .assert_passed();
+    orderstatus_passes(
+        orderstatus::Variant::Correct,
+        vec![13760669910876886033, 13760669910876886260, 13760669910876886511],
+    );
+    orderstatus_passes(orderstatus::Variant::CorrectChurn, vec![13760669910876886842]);
 }
 
 #[test]
 fn shoppingcart_a_refusal_after_an_unanswered_checkout_is_indeterminate() {
     // A 401 (…6357, …6429, …6938) or a 409 (…9838: the unanswered attempt charged items added
     // after the retry found the cart empty) after an unanswered attempt.
-    let variant = shoppingcart::Variant::Correct;
-    Simulation::new(variant.simulation())
+    Simulation::new(shoppingcart::Variant::Correct.simulation())
         .seeds(vec![13760669910876886357, 13760669910876886429, 13760669910876886938, 17532222858353959838])
-        .run(move |ctx| shoppingcart::run(ctx, variant))
+        .run(|ctx| shoppingcart::run(ctx, shoppingcart::Variant::Correct))
         .assert_passed();
 }
 
 #[test]
 fn databases_convergence_is_judged_after_the_last_api_fault() {
-    let variant = databases::Variant::Correct;
-    Simulation::new(variant.simulation())
+    Simulation::new(databases::Variant::Correct.simulation())
         .seeds(vec![13760669910876886068])
-        .run(move |ctx| databases::run(ctx, variant))
+        .run(|ctx| databases::run(ctx, databases::Variant::Correct))
         .assert_passed();
 }
 
@@ -56,30 +54,22 @@ fn orderstatus_a_broker_stopping_mid_handshake_resets_the_clients_connection() {
     // connection to it was half-open left that connection answering nothing (Linux answers the
     // dialer's ACK with RST), so a projector's Fetch (…6070) or coordinator lookup (…6531) sent
     // to a broker that stopped waited out its 60 s socket.timeout.ms. sim/tests/net_listener_close.rs.
-    let variant = orderstatus::Variant::Correct;
-    Simulation::new(variant.simulation())
-        .seeds(vec![17532222858353956070, 17532222858353956531])
-        .run(move |ctx| orderstatus::run(ctx, variant))
-        .assert_passed();
+    orderstatus_passes(orderstatus::Variant::Correct, vec![17532222858353956070, 17532222858353956531]);
 }
 
 #[test]
 fn orderstatus_q8_a_member_out_of_the_group_at_its_stop_or_kept_alive_by_its_answer() {
-    // Issue 18's fresh seeds, three causes. The coordinator expired a follower waiting in
+    // A second fresh-seed run's (2026-12-03), three causes. The coordinator expired a follower waiting in
     // SyncGroup together with a leader that never synced (…6254): Kafka's propagateAssignment
     // restarts the session of a member it answers. The client dropped its member id on a
     // session timeout checked while rejoining (churn …4805, …5767): librdkafka checks it in join
     // state STEADY only. And Q8 judged ids the client had lost before its stop (…5761, churn
     // …6562 at the stop's instant; churn …6543, …6997, …8104, …8488, …8839, …8954, …60285
     // after the leave or never), and a removal from a rebalance during the drain (churn …9384).
-    let variant = orderstatus::Variant::Correct;
-    Simulation::new(variant.simulation())
-        .seeds(vec![17532222858353955761, 17532222858353956254])
-        .run(move |ctx| orderstatus::run(ctx, variant))
-        .assert_passed();
-    let churn = orderstatus::Variant::CorrectChurn;
-    Simulation::new(churn.simulation())
-        .seeds(vec![
+    orderstatus_passes(orderstatus::Variant::Correct, vec![17532222858353955761, 17532222858353956254]);
+    orderstatus_passes(
+        orderstatus::Variant::CorrectChurn,
+        vec![
             17532222858353954805,
             17532222858353955767,
             17532222858353956543,
@@ -91,9 +81,8 @@ fn orderstatus_q8_a_member_out_of_the_group_at_its_stop_or_kept_alive_by_its_ans
             17532222858353958954,
             17532222858353959384,
             17532222858353960285,
-        ])
-        .run(move |ctx| orderstatus::run(ctx, churn))
-        .assert_passed();
+        ],
+    );
 }
 
 #[test]
@@ -101,14 +90,9 @@ fn orderstatus_q8_a_drain_that_timed_out_on_a_commit_records_it_unknown() {
     // A commit fault (NOT_COORDINATOR, with a partition) kept the drain's synchronous commit
     // unanswered until the drain timed out; the history then held no commit at all for offsets
     // the client still sent before leaving (…7614; churn …7503, …7728, …4071).
-    let variant = orderstatus::Variant::Correct;
-    Simulation::new(variant.simulation())
-        .seeds(vec![17532222858353957614])
-        .run(move |ctx| orderstatus::run(ctx, variant))
-        .assert_passed();
-    let churn = orderstatus::Variant::CorrectChurn;
-    Simulation::new(churn.simulation())
-        .seeds(vec![17532222858353957503, 17532222858353957728, 17532222858353954071])
-        .run(move |ctx| orderstatus::run(ctx, churn))
-        .assert_passed();
+    orderstatus_passes(orderstatus::Variant::Correct, vec![17532222858353957614]);
+    orderstatus_passes(
+        orderstatus::Variant::CorrectChurn,
+        vec![17532222858353957503, 17532222858353957728, 17532222858353954071],
+    );
 }
