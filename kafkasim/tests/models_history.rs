@@ -799,7 +799,7 @@ fn a_committed_offset_beyond_the_walk_bound_is_reported_not_walked() {
     assert!(report.of(Q5).iter().any(|v| v.message.contains("OFFSETS_WALKED_MAX")), "{report}");
 }
 
-// ---- Q8: ids lost before the stop (fresh seeds, 2026-12-03)  --------------------------------
+// ---- Q8: ids lost before the stop (fresh seeds, 2026-12-03) ---------------------------------
 
 /// c1 (member id m1, handed out at the start) holds partition 0 and loses it: its session timed
 /// out on its side (a partition from the coordinator) and librdkafka dropped the member id. Then
