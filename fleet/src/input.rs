@@ -248,7 +248,7 @@ pub fn read(roots: &[PathBuf], exclude: Option<&Path>) -> Result<Inputs, Error> 
     for root in roots {
         let meta = std::fs::metadata(root).map_err(|_| Error::MissingInput(root.clone()))?;
         if meta.is_dir() && holds_report(root) {
-            let outcomes = root.join(crate::output::OUTCOMES);
+            let outcomes = root.join(crate::OUTCOMES);
             if outcomes.is_file() {
                 inputs.files.push(outcomes);
             }
@@ -294,7 +294,7 @@ pub fn read(roots: &[PathBuf], exclude: Option<&Path>) -> Result<Inputs, Error> 
 
 /// Whether `dir` holds a report `fleet merge` wrote (its `summary.md` and `signatures.json`).
 pub fn holds_report(dir: &Path) -> bool {
-    [crate::output::SUMMARY, crate::output::SIGNATURES].iter().all(|name| dir.join(name).is_file())
+    [crate::SUMMARY, crate::SIGNATURES].iter().all(|name| dir.join(name).is_file())
 }
 
 /// Collects `*.jsonl`/`*.json` files and `sim` directories under `dir`, in name order; the

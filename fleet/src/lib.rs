@@ -31,6 +31,14 @@ pub mod verdict;
 
 use std::path::PathBuf;
 
+// A report's file names: `output` writes them, `input` recognises an earlier report by them.
+/// The summary's file name.
+pub const SUMMARY: &str = "summary.md";
+/// The file of every signature.
+pub const SIGNATURES: &str = "signatures.json";
+/// The file of every distinct input line.
+pub const OUTCOMES: &str = "outcomes.jsonl";
+
 /// What went wrong before a report could be written (all exit 3).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

@@ -18,12 +18,7 @@ use crate::input::{Inputs, Malformed};
 use crate::merge::{Merged, Signature, Totals};
 use crate::verdict::Verdict;
 
-/// The summary's file name.
-pub const SUMMARY: &str = "summary.md";
-/// The file of every signature.
-pub const SIGNATURES: &str = "signatures.json";
-/// The file of every distinct input line.
-pub const OUTCOMES: &str = "outcomes.jsonl";
+pub use crate::{OUTCOMES, SIGNATURES, SUMMARY};
 
 #[derive(serde::Serialize)]
 struct SignaturesFile<'a> {
