@@ -82,6 +82,15 @@ impl<X: ?Sized> Checks<X> {
         self.added.lock().unwrap_or_else(|p| p.into_inner()).push(check);
     }
 
+    /// Drops every check and queued event, at the end of a judged run: a check may hold the
+    /// run's `Ctx`, which holds these checks.
+    pub(crate) fn clear(&self) {
+        let list = std::mem::take(&mut *self.list.lock().unwrap_or_else(|p| p.into_inner()));
+        let added = std::mem::take(&mut *self.added.lock().unwrap_or_else(|p| p.into_inner()));
+        self.dispatch.lock().unwrap_or_else(|p| p.into_inner()).queue.clear();
+        drop((list, added));
+    }
+
     fn list(&self) -> std::sync::MutexGuard<'_, Vec<Box<dyn Observer<X>>>> {
         let mut list = self.list.lock().unwrap_or_else(|p| p.into_inner());
         list.append(&mut self.added.lock().unwrap_or_else(|p| p.into_inner()));

@@ -341,6 +341,25 @@ impl Network {
         })
     }
 
+    /// Drops the connection hooks and every socket's state, at the end of a judged run: a hook
+    /// or a socket's waker may hold the run's `Ctx`, which holds this network.
+    pub(crate) fn tear_down(&self) {
+        let hooks = std::mem::take(&mut *self.hooks.lock().unwrap_or_else(|p| p.into_inner()));
+        let parts = {
+            let mut st = self.core.lock();
+            (
+                std::mem::take(&mut st.conns),
+                std::mem::take(&mut st.dials),
+                std::mem::take(&mut st.listeners),
+                std::mem::take(&mut st.listening),
+                std::mem::take(&mut st.rules),
+                std::mem::take(&mut st.endpoint_watches),
+            )
+        };
+        // Dropped without the lock held: a destructor may reach the network.
+        drop((hooks, parts));
+    }
+
     pub(crate) fn run_established_hooks(&self, info: &ConnInfo) {
         // Called without the hooks' lock held: a hook may install or release controls.
         let hooks: Vec<EstablishedHook> =

@@ -31,6 +31,22 @@ pub(crate) struct Shared {
     pub(crate) extensions: Mutex<std::collections::HashMap<std::any::TypeId, Arc<dyn std::any::Any + Send + Sync>>>,
 }
 
+impl Shared {
+    /// Drops what may hold a [`Ctx`] of this run — its extensions, its checks, its network's
+    /// hooks and sockets, its pending events — once the run is judged. Each of them is reached
+    /// from this state, so one holding a `Ctx` is a cycle that would keep the whole run (its
+    /// history, network and nodes' state: 0.1–1 MB in the walkthroughs) alive after it ended.
+    pub(crate) fn tear_down(&self) {
+        let extensions = std::mem::take(&mut *self.extensions.lock().unwrap_or_else(|p| p.into_inner()));
+        drop(extensions);
+        self.checks.clear();
+        if let Some(net) = self.net.get() {
+            net.tear_down();
+        }
+        self.driver.clear();
+    }
+}
+
 /// The handle a run's body gets: the seed's streams, the swarm, the driver, the history.
 ///
 /// Cheap to clone, `Send + Sync`. Inside a run, [`Ctx::current`] finds it from any task.
