@@ -991,14 +991,14 @@ mod history_retention {
                 for i in 0..20 {
                     ctx.record("op", "client", format!("write {i}"));
                 }
-                if ctx.seed().0 % 3 == 0 { Err(Failure::new(Class::Correctness, "planted")) } else { Ok(()) }
+                if ctx.seed().0.is_multiple_of(3) { Err(Failure::new(Class::Correctness, "planted")) } else { Ok(()) }
             }) as BoxFuture
         });
         let results = sweep.sweep(&body);
         assert_eq!(results.len(), 6);
         for result in &results {
             let failed = result.outcome.failed();
-            assert_eq!(failed, result.outcome.seed.0 % 3 == 0, "seed {}", result.outcome.seed);
+            assert_eq!(failed, result.outcome.seed.0.is_multiple_of(3), "seed {}", result.outcome.seed);
             if failed {
                 assert!(result.entries.len() >= 20, "a failing seed's history is kept for its confirmation");
             } else {
