@@ -96,3 +96,14 @@ fn orderstatus_q8_a_drain_that_timed_out_on_a_commit_records_it_unknown() {
         vec![17532222858353957503, 17532222858353957728, 17532222858353954071],
     );
 }
+
+#[test]
+fn orderstatus_q9_the_run_goes_on_until_the_group_caught_up_after_the_heal() {
+    // Every acknowledged order was served 140–570 ms after the heal, so the run stopped with a
+    // record whose produce was not acknowledged still waiting: Q9 could not judge ("run until
+    // heal + bound"). The run now settles (kafkasim's `Recorder::settle`) before it stops.
+    orderstatus_passes(
+        orderstatus::Variant::CorrectChurn,
+        vec![4870878224190567374, 4870878224190567764, 4870878224190573600],
+    );
+}
