@@ -107,3 +107,13 @@ fn orderstatus_q9_the_run_goes_on_until_the_group_caught_up_after_the_heal() {
         vec![4870878224190567374, 4870878224190567764, 4870878224190573600],
     );
 }
+
+#[test]
+fn orderstatus_q2_a_member_that_lost_its_assignment_commits_nothing_more() {
+    // A draining member's session expired; its next commits went out as a non-member
+    // (generation -1), which Kafka accepts for an empty group, and moved the committed offset
+    // back. The service now stops committing once `assignment_lost()` says so, and the client
+    // marks the assignment lost the moment it loses it, as librdkafka does (also while an eager
+    // revoke still waits for the application).
+    orderstatus_passes(orderstatus::Variant::CorrectChurn, vec![4870878224190565993, 4870878224190574757]);
+}

@@ -29,7 +29,9 @@
 // commits a partition this member no longer owns — the commit goes out with the member's new
 // generation, is accepted, and moves the new owner's committed offset backward. With `fence` the
 // worker commits only if its partition is still owned in the same epoch (the revoke callback
-// commits what was processed).
+// commits what was processed). Workers and the drain commit nothing once the assignment is lost
+// (`assignment_lost()`, true before the revoke callback runs): a commit after the loss goes out as
+// a non-member (generation -1), which Kafka accepts for an empty group.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -316,7 +318,9 @@ async fn worker(
         // meanwhile, and the revoke callback commits what was processed.
         tokio::time::sleep(config.processing_of(message.offset())).await;
         let state = shared.lock();
-        if shared.fence && !still_owned(&state, &message, epoch) {
+        // A lost assignment (the session expired) shows before the revoke callback runs: the
+        // partition may be another member's already.
+        if shared.fence && (!still_owned(&state, &message, epoch) || consumer.assignment_lost()) {
             // The planted bug skips this check: its commit goes out after the rebalance, with the
             // member's new generation, and moves the new owner's committed offset back.
             continue;
@@ -397,7 +401,10 @@ pub async fn projector(
         while workers.join_next().await.is_some() {}
         loop {
             let uncommitted = shared.lock().uncommitted();
-            if uncommitted.is_empty() {
+            // A lost assignment is not committed: the group may be another's by now, or empty —
+            // and Kafka accepts an empty group's commit from a non-member (generation -1), which
+            // would move the next owner's committed offset backward.
+            if uncommitted.is_empty() || consumer.assignment_lost() {
                 break;
             }
             let mut offsets = TopicPartitionList::new();

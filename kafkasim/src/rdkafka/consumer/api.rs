@@ -133,7 +133,10 @@ pub trait Consumer<C: ConsumerContext = DefaultConsumerContext> {
     /// None here.
     fn assignment(&self) -> KafkaResult<TopicPartitionList>;
 
-    /// Whether the assignment was lost (true during the revoke callbacks of a lost assignment).
+    /// Whether the assignment was lost (session expired, fenced, UNKNOWN_MEMBER_ID): true from
+    /// the moment the group loses it — before the application polls, as librdkafka sets the flag
+    /// on its group thread (`rd_kafka_cgrp_assignment_set_lost`) — through the revoke callbacks
+    /// of the lost assignment, which clear it (`rd_kafka_assignment_clear`).
     fn assignment_lost(&self) -> bool;
 
     /// The committed offsets of the assignment (`Offset::Invalid`: none). A future here.

@@ -310,7 +310,9 @@ impl<C: ConsumerContext> Consumer<C> for BaseConsumer<C> {
     }
 
     fn assignment_lost(&self) -> bool {
-        self.inner.lock().lost
+        // True from the moment the group task loses the assignment (librdkafka sets the flag on
+        // its group thread), through the rebalance callback, until the assignment is cleared.
+        self.inner.lock().lost || self.inner.group.as_ref().is_some_and(|g| g.lost())
     }
 
     fn committed<T: Into<Timeout>>(

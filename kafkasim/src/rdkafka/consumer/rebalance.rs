@@ -83,6 +83,7 @@ impl<C: ConsumerContext> Inner<C> {
                 // between rdkafka's pre_rebalance and post_rebalance.
                 st.lost = false;
                 drop(st);
+                group.clear_lost();
                 self.context.post_rebalance(base, &Rebalance::Revoke(&tpl));
             }
         }
@@ -95,7 +96,9 @@ impl<C: ConsumerContext> Inner<C> {
     fn revoke(&self, base: &BaseConsumer<C>, partitions: &[Tp], protocol: RebalanceProtocol) {
         let tpl = tpl_of_tps(partitions);
         self.context.pre_rebalance(base, &Rebalance::Revoke(&tpl));
-        if self.s.auto_commit {
+        // Lost while this revoke waited for the application: nothing is committed for it.
+        let lost = self.group.as_ref().is_some_and(|g| g.lost());
+        if self.s.auto_commit && !lost {
             let offsets = self.lock().to_commit(Some(partitions));
             if !offsets.is_empty() {
                 self.auto_commit_offsets(offsets);
@@ -111,6 +114,11 @@ impl<C: ConsumerContext> Inner<C> {
             st.partitions.clear();
         }
         drop(st);
+        // The eager revoke cleared the whole assignment (a cooperative one leaves the rest,
+        // whose Lost event, if any, follows).
+        if let Some(group) = self.group.as_ref().filter(|_| protocol != RebalanceProtocol::Cooperative) {
+            group.clear_lost();
+        }
         self.context.post_rebalance(base, &Rebalance::Revoke(&tpl));
     }
 

@@ -390,7 +390,16 @@ impl Group {
     }
 
     /// The assignment is lost (librdkafka's `rd_kafka_cgrp_revoke_all_rejoin_maybe(lost)`).
+    /// Marks the assignment lost for the consumer (see [`super::Shared::lost`]): when there is
+    /// one (its Lost event follows), or when a revoke of it still waits for the application.
+    fn mark_lost(&self) {
+        if self.assignment.is_some() || self.awaiting_done > 0 {
+            self.shared.lock().unwrap_or_else(|p| p.into_inner()).lost = true;
+        }
+    }
+
     fn lose_and_rejoin(&mut self) {
+        self.mark_lost();
         if let Some(all) = self.assignment.take() {
             self.emit(GroupEvent::Lost { partitions: all.into_iter().collect() });
         }
@@ -404,6 +413,7 @@ impl Group {
     fn fenced(&mut self) {
         self.fatal = true;
         self.emit(GroupEvent::Error(KafkaError::MessageConsumptionFatal(Code::FencedInstanceId)));
+        self.mark_lost();
         if let Some(all) = self.assignment.take() {
             self.emit(GroupEvent::Lost { partitions: all.into_iter().collect() });
         }

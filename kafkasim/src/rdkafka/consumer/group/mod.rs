@@ -91,6 +91,11 @@ pub(crate) struct Shared {
     pub(crate) member_id: String,
     pub(crate) generation: i32,
     pub(crate) protocol: RebalanceProtocol,
+    /// The group task lost the assignment and the consumer has not cleared it yet: librdkafka
+    /// marks the assignment lost on its group thread the moment it loses it
+    /// (`rd_kafka_cgrp_assignment_set_lost`) — also while a revoke already waits for the
+    /// application — before the application polls the rebalance.
+    pub(crate) lost: bool,
 }
 
 /// The consumer's handle on the group task.
@@ -115,6 +120,17 @@ impl GroupHandle {
         self.read(|s| (!s.member_id.is_empty()).then(|| s.member_id.clone()))
     }
 
+    /// Whether the group task lost the assignment and the consumer has not cleared it yet.
+    pub(crate) fn lost(&self) -> bool {
+        self.read(|s| s.lost)
+    }
+
+    /// The consumer cleared its assignment (a lost or revoked one applied:
+    /// librdkafka's `rd_kafka_assignment_clear` clears the lost flag).
+    pub(crate) fn clear_lost(&self) {
+        self.shared.lock().unwrap_or_else(|p| p.into_inner()).lost = false;
+    }
+
     /// The generation of the latest successful join; -1 before the first sync.
     pub(crate) fn generation(&self) -> i32 {
         self.read(|s| s.generation)
@@ -129,8 +145,12 @@ impl GroupHandle {
 /// Spawns the group task on the current tokio runtime.
 pub(crate) fn spawn(s: GroupSettings, dialer: Dialer, events: mpsc::UnboundedSender<GroupEvent>) -> GroupHandle {
     let (tx, rx) = mpsc::unbounded_channel();
-    let shared =
-        Arc::new(Mutex::new(Shared { member_id: String::new(), generation: -1, protocol: RebalanceProtocol::None }));
+    let shared = Arc::new(Mutex::new(Shared {
+        member_id: String::new(),
+        generation: -1,
+        protocol: RebalanceProtocol::None,
+        lost: false,
+    }));
     let task = membership::Group::new(s, dialer, rx, events, Arc::clone(&shared));
     crate::rdkafka::task::spawn_task(task.run());
     GroupHandle { tx, shared }
