@@ -721,6 +721,7 @@ fn settings() -> ConsumerSettings {
         reconnect_backoff_max: Duration::from_secs(1),
         retry_backoff_max: Duration::from_millis(500),
         fetch_wait_max: Duration::from_millis(500),
+        connection_setup_timeout: Duration::ZERO,
         initial_rebalance_delay: Duration::ZERO,
         processing_max: Duration::from_millis(100),
     }

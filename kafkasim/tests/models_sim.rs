@@ -50,6 +50,7 @@ fn settings() -> ConsumerSettings {
         reconnect_backoff_max: RECONNECT,
         retry_backoff_max: RETRY,
         fetch_wait_max: Duration::from_millis(100),
+        connection_setup_timeout: Duration::ZERO,
         initial_rebalance_delay: Duration::ZERO,
         processing_max: PROCESSING,
     }

@@ -171,12 +171,26 @@ enum Variants {
 /// One row of the table: a variant and its sweeps (one per round).
 struct Row {
     case: Case,
+    /// Each round's report, holding its failing outcomes only ([`Row::add`]).
     reports: Vec<Report>,
+    /// Seeds run, over every round.
+    ran: usize,
+    /// The seeds' wall time, summed.
+    seed_wall: Duration,
 }
 
 impl Row {
-    fn outcomes(&self) -> impl Iterator<Item = &sim::Outcome> {
-        self.reports.iter().flat_map(|r| r.outcomes.iter())
+    fn new(case: Case) -> Row {
+        Row { case, reports: Vec::new(), ran: 0, seed_wall: Duration::ZERO }
+    }
+
+    /// Adds a round: its seeds are counted and timed, and only its failing outcomes are kept (a
+    /// budget run holds hundreds of rounds; a passing seed's outcome is never printed).
+    fn add(&mut self, mut report: Report) {
+        self.ran += report.outcomes.len();
+        self.seed_wall += report.outcomes.iter().map(sim::Outcome::wall).sum::<Duration>();
+        report.outcomes.retain(sim::Outcome::failed);
+        self.reports.push(report);
     }
 
     fn failures(&self) -> impl Iterator<Item = &sim::Outcome> {
@@ -185,7 +199,7 @@ impl Row {
 
     /// Skipped under `SIM_ONLY` (a replay of another variant).
     fn skipped(&self) -> bool {
-        self.outcomes().next().is_none()
+        self.ran == 0
     }
 
     /// Whether the row is as it should be: a correct variant passed every seed, a planted bug was
@@ -275,10 +289,12 @@ fn main() -> ExitCode {
     let seeds_given = plan.seeds_from_env();
     let replaying = only.is_some() || seeds_given;
     let started = Instant::now();
-    let mut rows: Vec<Row> = cases.into_iter().map(|case| Row { case, reports: Vec::new() }).collect();
+    let mut rows: Vec<Row> = cases.into_iter().map(Row::new).collect();
     let mut round = 0u64;
     loop {
         let start = base.wrapping_add(round.wrapping_mul(args.seeds));
+        // A shard given fewer positions than a round holds runs nothing: no point in more rounds.
+        let mut ran_any = false;
         for row in &mut rows {
             // Each round on a thread of its own: a sweep's fresh processes (confirmations) run
             // one round and answer for the first sweep of its name on their thread, so every
@@ -289,7 +305,10 @@ fn main() -> ExitCode {
                 round.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
             });
             match report {
-                Ok(report) => row.reports.push(report),
+                Ok(report) => {
+                    ran_any |= !report.outcomes.is_empty();
+                    row.add(report);
+                }
                 Err(message) => {
                     eprintln!("walkthroughs: {message}");
                     return ExitCode::from(2);
@@ -297,9 +316,7 @@ fn main() -> ExitCode {
             }
         }
         round += 1;
-        // A shard given fewer positions than a round holds runs nothing: no point in more rounds.
-        let ran_nothing = rows.iter().all(|r| r.reports.last().is_none_or(|rep| rep.outcomes.is_empty()));
-        if ran_nothing {
+        if !ran_any {
             break;
         }
         // A replay runs its seed once; a budget runs rounds until it is spent.
@@ -311,7 +328,7 @@ fn main() -> ExitCode {
         }
     }
     if let Some(budget) = args.budget.filter(|_| !seeds_given) {
-        let seeds: usize = rows.iter().map(|r| r.outcomes().count()).sum();
+        let seeds: usize = rows.iter().map(|r| r.ran).sum();
         println!(
             "walkthroughs: budget {budget:?}: {round} round{} of {} seeds per variant, {seeds} seeds run in {:.1}s",
             if round == 1 { "" } else { "s" },
@@ -354,8 +371,8 @@ fn print_table(rows: &[Row], sharded: bool) {
         let class = first.and_then(|o| o.failure.as_ref()).map_or("-".to_string(), |f| {
             format!("{}{}", f.class, f.oracle.as_ref().map(|o| format!(" [{o}]")).unwrap_or_default())
         });
-        let ran = row.outcomes().count();
-        let per_seed = row.outcomes().map(|o| o.wall()).sum::<Duration>() / ran.max(1) as u32;
+        let ran = row.ran;
+        let per_seed = row.seed_wall / ran.max(1) as u32;
         let verdict = match (&row.case.oracle, row.ok(false)) {
             _ if row.skipped() => "skipped",
             (None, true) => "passed",

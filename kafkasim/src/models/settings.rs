@@ -49,6 +49,10 @@ pub struct ConsumerSettings {
     pub retry_backoff_max: Duration,
     /// `fetch.wait.max.ms` (default 500 ms).
     pub fetch_wait_max: Duration,
+    /// `socket.connection.setup.timeout.ms` (default 30 s): a connect begun during the fault
+    /// may wait for the kernel's next SYN retransmission (1 s, doubling) until librdkafka gives
+    /// it up after this and reconnects.
+    pub connection_setup_timeout: Duration,
     /// The broker's `group.initial.rebalance.delay.ms` (Kafka's default 3 s;
     /// `kafkasim::Broker::start_local` uses 0).
     pub initial_rebalance_delay: Duration,
@@ -65,6 +69,7 @@ impl Default for ConsumerSettings {
             reconnect_backoff_max: Duration::from_secs(10),
             retry_backoff_max: Duration::from_secs(1),
             fetch_wait_max: Duration::from_millis(500),
+            connection_setup_timeout: Duration::from_secs(30),
             initial_rebalance_delay: Duration::from_secs(3),
             processing_max: Duration::ZERO,
         }
@@ -80,8 +85,9 @@ impl ConsumerSettings {
     /// [`SettingsError`] when a property's value is not a whole number of milliseconds.
     pub fn from_properties(get: impl Fn(&str) -> Option<String>) -> Result<ConsumerSettings, SettingsError> {
         let mut s = ConsumerSettings::default();
-        let fields: [(&str, &mut Duration); 6] = [
+        let fields: [(&str, &mut Duration); 7] = [
             ("session.timeout.ms", &mut s.session_timeout),
+            ("socket.connection.setup.timeout.ms", &mut s.connection_setup_timeout),
             ("heartbeat.interval.ms", &mut s.heartbeat_interval),
             ("max.poll.interval.ms", &mut s.max_poll_interval),
             ("reconnect.backoff.max.ms", &mut s.reconnect_backoff_max),
@@ -115,6 +121,7 @@ impl ConsumerSettings {
     /// The progress bound after a heal (see the module docs).
     pub fn progress_bound(&self) -> ProgressBound {
         ProgressBound::new()
+            .plus("socket.connection.setup.timeout.ms", self.connection_setup_timeout)
             .plus("reconnect.backoff.max.ms", self.reconnect_backoff_max)
             .plus("retry.backoff.max.ms", self.retry_backoff_max)
             .plus("session.timeout.ms", self.session_timeout)

@@ -40,6 +40,7 @@ pub const PROPERTIES: &[(&str, Kind)] = &[
     ("client.rack", Kind::Str),
     ("message.max.bytes", Kind::Int(1000, 1_000_000_000)),
     ("socket.timeout.ms", Kind::Int(10, 300_000)),
+    ("socket.connection.setup.timeout.ms", Kind::Int(1000, 2_147_483_647)),
     ("socket.keepalive.enable", Kind::Bool),
     ("socket.nagle.disable", Kind::Bool),
     ("max.in.flight.requests.per.connection", Kind::Int(1, 1_000_000)),

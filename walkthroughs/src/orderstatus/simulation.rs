@@ -30,6 +30,11 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(8);
 /// How long the API's producer tries to deliver a record.
 const MESSAGE_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The projectors' `socket.connection.setup.timeout.ms`: a connect begun during a partition is
+/// given up this soon after it (else it waits for its next SYN retransmission, up to librdkafka's
+/// default 30 s), and Q9's bound counts it.
+const CONNECTION_SETUP_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// The consumer timings of a swarm.
 #[derive(Clone, Copy, Debug)]
 struct Timings {
@@ -78,6 +83,7 @@ impl Timings {
             reconnect_backoff_max: Duration::from_secs(1),
             retry_backoff_max: Duration::from_secs(1),
             fetch_wait_max: Duration::from_millis(100),
+            connection_setup_timeout: CONNECTION_SETUP_TIMEOUT,
             initial_rebalance_delay: Duration::ZERO,
             processing_max: self.processing * 4,
         }
@@ -100,6 +106,7 @@ fn projector_config(bootstrap: &str, name: &str, t: Timings, fence: bool) -> Pro
         shutdown_timeout: t.grace() - Duration::from_millis(500),
         extra: vec![
             ("fetch.wait.max.ms".into(), "100".into()),
+            ("socket.connection.setup.timeout.ms".into(), CONNECTION_SETUP_TIMEOUT.as_millis().to_string()),
             ("reconnect.backoff.max.ms".into(), "1000".into()),
             ("retry.backoff.max.ms".into(), "1000".into()),
         ],

@@ -55,7 +55,7 @@ impl<C: ConsumerContext> BaseConsumer<C> {
         if tokio::runtime::Handle::try_current().is_err() {
             return Err(KafkaError::ClientCreation("kafkasim::rdkafka needs a tokio runtime".into()));
         }
-        let dialer = Dialer::current().map_err(KafkaError::ClientCreation)?;
+        let dialer = Dialer::current(crate::rdkafka::net::setup_timeout(config)).map_err(KafkaError::ClientCreation)?;
         let events = Arc::new(Mutex::new(VecDeque::new()));
         let signals = Arc::new(Signals::default());
         let group = group_settings.map(|gs| {

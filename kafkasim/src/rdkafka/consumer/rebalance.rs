@@ -14,7 +14,6 @@ use crate::rdkafka::consumer::inner::{Inner, lock, tpl_of_tps};
 use crate::rdkafka::consumer::positions::{Queued, Tp};
 use crate::rdkafka::error::{KafkaError, KafkaResult};
 use crate::rdkafka::message::OwnedMessage;
-use crate::rdkafka::net::Dialer;
 use crate::rdkafka::topic_partition_list::Offset;
 
 impl<C: ConsumerContext> Inner<C> {
@@ -148,10 +147,7 @@ impl<C> Inner<C> {
     /// False when the consumer is dropped because its simulation node crashed or ended (its
     /// tasks are being aborted): a killed process runs no close, no callbacks, no commits.
     pub(crate) fn process_alive(&self) -> bool {
-        match &self.dialer {
-            Dialer::Sim(host) => host.is_live(),
-            Dialer::Tokio => true,
-        }
+        self.dialer.is_live()
     }
 
     /// The rest of the close: a commit of what is still stored (auto-commit; a manual

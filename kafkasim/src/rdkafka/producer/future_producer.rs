@@ -166,7 +166,7 @@ impl<C: ClientContext> FromClientConfigAndContext<C> for FutureProducer<C> {
         if tokio::runtime::Handle::try_current().is_err() {
             return Err(KafkaError::ClientCreation("kafkasim::rdkafka needs a tokio runtime".into()));
         }
-        let dialer = Dialer::current().map_err(KafkaError::ClientCreation)?;
+        let dialer = Dialer::current(crate::rdkafka::net::setup_timeout(config)).map_err(KafkaError::ClientCreation)?;
         let (tx, rx) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared::default());
         sender::spawn(settings.clone(), dialer, rx, Arc::clone(&shared));

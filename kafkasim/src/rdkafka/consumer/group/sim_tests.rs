@@ -94,7 +94,7 @@ fn protocol(p: RebalanceProtocol) -> &'static str {
 /// consumer does (Assign replaces (eager) or adds (cooperative); Revoke and Lost remove).
 async fn drive(node: NodeCtx, s: GroupSettings, probe: Probe) {
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let h = spawn(s, Dialer::Sim(node.host().clone()), tx);
+    let h = spawn(s, Dialer::sim(node.host().clone(), crate::rdkafka::net::SETUP_TIMEOUT_DEFAULT), tx);
     *probe.handle.lock().expect("probe") = Some(h.clone());
     h.send(GroupCommand::Subscribe(vec!["t".into()]));
     let mut tick = tokio::time::interval(Duration::from_millis(500));
@@ -378,4 +378,45 @@ fn static_member_rejoin() {
 #[test]
 fn stale_commit_and_coordinator_failover() {
     Simulation::new("rdk_group_stale").seeds(0..3).run(stale_commit_refused_and_coordinator_failover).assert_passed();
+}
+
+/// A connect begun during a partition is given up after `socket.connection.setup.timeout.ms`
+/// (librdkafka closes a connection not set up by then), not left waiting for the kernel's next
+/// SYN retransmission (1 s, 3 s, 7 s, 15 s … after the first).
+async fn connect_in_a_partition_gives_up_at_the_setup_timeout(ctx: Ctx) -> Result<(), Failure> {
+    let (_cluster, bootstrap, system) = setup(&ctx).await?;
+    let target = bootstrap.split(',').next().ok_or_else(|| fail("a bootstrap address"))?.to_string();
+    let outcome: Arc<Mutex<Option<(Duration, std::io::ErrorKind)>>> = Arc::default();
+    let out = Arc::clone(&outcome);
+    system.add(ServiceSpec::new("dialer", move |node: NodeCtx| {
+        let (out, target) = (Arc::clone(&out), target.clone());
+        async move {
+            node.set_ready();
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let dialer = Dialer::sim(node.host().clone(), Duration::from_millis(2500));
+            let started = tokio::time::Instant::now();
+            let kind = match dialer.dial(&target).await {
+                Ok(_) => std::io::ErrorKind::Other,
+                Err(e) => e.kind(),
+            };
+            *out.lock().expect("outcome") = Some((started.elapsed(), kind));
+            std::future::pending::<()>().await;
+            Ok::<(), BoxError>(())
+        }
+    }));
+    system.start().await?;
+    let _cut = ctx.net().install(Partition::isolate("dialer-0"));
+    until("the dial ended", Duration::from_secs(60), || outcome.lock().expect("outcome").is_some()).await?;
+    let (took, kind) = outcome.lock().expect("outcome").expect("checked");
+    check(kind == std::io::ErrorKind::TimedOut, format!("the dial failed TimedOut, not {kind:?}"))?;
+    check(took == Duration::from_millis(2500), format!("after the setup timeout exactly, not {took:?}"))?;
+    Ok(())
+}
+
+#[test]
+fn connect_setup_timeout() {
+    Simulation::new("rdk_connect_setup_timeout")
+        .seeds(0..3)
+        .run(connect_in_a_partition_gives_up_at_the_setup_timeout)
+        .assert_passed();
 }
