@@ -143,15 +143,21 @@ mod tests {
 
     #[test]
     fn properties_set_their_parts_and_the_bound_names_each() {
-        let props = [("session.timeout.ms", "2000"), ("heartbeat.interval.ms", "200"), ("fetch.wait.max.ms", "100")];
+        let props = [
+            ("session.timeout.ms", "2000"),
+            ("heartbeat.interval.ms", "200"),
+            ("fetch.wait.max.ms", "100"),
+            ("socket.connection.setup.timeout.ms", "5000"),
+        ];
         let get = |k: &str| props.iter().find(|(p, _)| *p == k).map(|(_, v)| v.to_string());
         let s = ConsumerSettings::from_properties(get).expect("valid").initial_rebalance_delay(Duration::ZERO);
         assert_eq!(s.session_timeout, Duration::from_secs(2));
         assert_eq!(s.max_poll_interval, Duration::from_secs(300), "unset: librdkafka's default");
         let bound = s.progress_bound();
-        assert_eq!(bound.total(), Duration::from_millis(10_000 + 1_000 + 2_000 + 200 + 300_000 + 100));
+        assert_eq!(s.connection_setup_timeout, Duration::from_secs(5));
+        assert_eq!(bound.total(), Duration::from_millis(5_000 + 10_000 + 1_000 + 2_000 + 200 + 300_000 + 100));
         assert!(bound.to_string().contains("session.timeout.ms 2s"), "{bound}");
-        assert_eq!(bound.parts().len(), 8);
+        assert_eq!(bound.parts().len(), 9);
         let bad = ConsumerSettings::from_properties(|k| (k == "session.timeout.ms").then(|| "6s".to_string()));
         assert_eq!(bad, Err(SettingsError { key: "session.timeout.ms".into(), value: "6s".into() }));
     }

@@ -52,5 +52,7 @@ pub(crate) mod sweep;
 
 pub use config::{ConfigError, Mode, SEEDS_MAX, Seeds, parse_shard, seeds_from_env, shard_from_env};
 pub(crate) use config::{parse_drop_faults, parse_max_ops};
+#[cfg(test)]
+pub(crate) use ctx::Shared;
 pub use ctx::{Ctx, NetConfigTooLate};
 pub use simulation::Simulation;
