@@ -531,9 +531,7 @@ where
 
 #[cfg(test)]
 mod run_state_tests {
-    use std::sync::{Mutex, Weak};
-
-    use std::sync::Arc;
+    use std::sync::{Arc, Mutex, Weak};
 
     use super::{Check, Verdict};
     use crate::history::Entry;

@@ -82,9 +82,14 @@ impl Recorder {
     /// Records that a fault affecting `group` healed now, with every partition's high
     /// watermark at this moment (the records waiting; Q9).
     pub fn heal(&self, group: &str) {
-        let facts = Facts::of(&self.inner.cluster, group);
-        let high_watermarks = facts.partitions.iter().map(|(tp, p)| (tp.clone(), p.high_watermark)).collect();
+        let high_watermarks = self.high_watermarks(group);
         self.record(group, "harness", What::Heal { high_watermarks });
+    }
+
+    /// Every partition's high watermark now.
+    fn high_watermarks(&self, group: &str) -> std::collections::BTreeMap<TopicPartition, i64> {
+        let facts = Facts::of(&self.inner.cluster, group);
+        facts.partitions.iter().map(|(tp, p)| (tp.clone(), p.high_watermark)).collect()
     }
 
     /// Waits until `group` has caught up after its last [`Recorder::heal`]: on every partition
@@ -109,14 +114,7 @@ impl Recorder {
         let now = self.inner.cluster.elapsed();
         let (at, high_watermarks) = match heal {
             Some(heal) => heal,
-            None => (
-                now,
-                Facts::of(&self.inner.cluster, group)
-                    .partitions
-                    .iter()
-                    .map(|(tp, p)| (tp.clone(), p.high_watermark))
-                    .collect(),
-            ),
+            None => (now, self.high_watermarks(group)),
         };
         let deadline = at + bound;
         loop {

@@ -33,7 +33,8 @@ pub(crate) struct Shared {
 
 impl Shared {
     /// Drops what may hold a [`Ctx`] of this run — its extensions, its checks, its network's
-    /// hooks and sockets, its pending events — once the run is judged. Each of them is reached
+    /// hooks and sockets, the events destructors scheduled while the runtime shut down — once
+    /// the run is judged. Each of them is reached
     /// from this state, so one holding a `Ctx` is a cycle that would keep the whole run (its
     /// history, network and nodes' state: 0.1–1 MB in the walkthroughs) alive after it ended.
     pub(crate) fn tear_down(&self) {
