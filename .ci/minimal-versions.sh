@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# The lowest versions the library crates (sim, grpcsim, kafkasim, kubesim) declare, tested.
+#
+# The root Cargo.toml's `[workspace.dependencies]` holds each dependency's lowest supported
+# version as its requirement (`hyper = "1.4.1"` means ^1.4.1: a user's lockfile with hyper 1.4.1
+# is accepted). The main lockfile resolves to the newest releases, so those floors are never built
+# there. This script copies the four library crates into a scratch workspace (no walkthroughs, no
+# fidelity: their kube 5 and rdkafka would pull the floors up), resolves it, pins every crate in
+# FLOORS below to the version the root Cargo.toml declares (plus the transitive pins PINS names,
+# each with its reason), and runs the libraries' tests there. A requirement raised without need,
+# or a floor that no longer compiles or passes, fails here. `docs/src/versions.md` lists the
+# floors for users.
+#
+# Usage: .ci/minimal-versions.sh [--check-only]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+scratch="$root/target/minimal-versions"
+ws="$scratch/ws"
+check_only=0
+[[ "${1:-}" == "--check-only" ]] && check_only=1
+
+# The crates pinned, in order (a crate is lowered after those whose newest releases would refuse
+# its floor). A bare name is one of our direct dependencies whose floor users care about, pinned
+# to the lower bound written in the root Cargo.toml; `name=version` is a transitive pin:
+# - h2 0.4.2: the lowest hyper 1.4.1 accepts (HTTP/2 comes to us through hyper and tonic);
+# - tokio-util 0.7.11: tokio-util >= 0.7.16 requires tokio >= 1.51; tower and h2 bring it in;
+# - k8s-openapi 0.22.0: what kube 0.91 builds against (kubesim's tests then use its types).
+STEPS=(tonic-health tonic-prost-build tonic-prost tonic axum kube k8s-openapi=0.22.0 hyper-util hyper h2=0.4.2
+  tower tokio-util=0.7.11 tokio)
+FLOORS=()
+
+rm -rf "$ws"
+mkdir -p "$ws"
+cp -r Cargo.toml rustfmt.toml .cargo sim grpcsim kafkasim kubesim "$ws"/
+rm -rf "$ws"/*/target
+cd "$ws"
+
+python3 - "$ws" <<'EOF'
+import re, sys, tomllib
+ws = sys.argv[1]
+# A workspace of the four libraries only.
+p = f"{ws}/Cargo.toml"
+s = open(p).read()
+s = re.sub(r'^members = .*$', 'members = ["sim", "grpcsim", "kafkasim", "kubesim"]', s, count=1, flags=re.M)
+open(p, "w").write(s)
+# kubesim's tests name k8s-openapi types; at the kube floor they come from the k8s-openapi that
+# kube builds against (0.22, the `earliest` Kubernetes version it knows).
+p = f"{ws}/kubesim/Cargo.toml"
+s = open(p).read()
+s = s.replace("k8s-openapi.workspace = true", 'k8s-openapi = { version = "0.22", features = ["earliest"] }')
+open(p, "w").write(s)
+EOF
+
+floor() {
+  python3 - "$root/Cargo.toml" "$1" <<'EOF'
+import re, sys, tomllib
+deps = tomllib.load(open(sys.argv[1], "rb"))["workspace"]["dependencies"]
+d = deps[sys.argv[2]]
+req = d if isinstance(d, str) else d["version"]
+m = re.match(r'^(?:>=|\^|=)?\s*([0-9]+\.[0-9]+\.[0-9]+|[0-9]+\.[0-9]+)', req)
+v = m.group(1)
+print(v if v.count(".") == 2 else v + ".0")
+EOF
+}
+
+echo "== resolving the scratch workspace"
+cargo generate-lockfile --quiet
+for step in "${STEPS[@]}"; do
+  if [[ "$step" == *=* ]]; then
+    crate=${step%%=*} v=${step#*=}
+    echo "   $crate -> $v (transitive)"
+  else
+    crate=$step v=$(floor "$crate")
+    FLOORS+=("$crate")
+    echo "   $crate -> $v"
+  fi
+  # Where two series are locked (kube 0.91 brings tower 0.4 beside our 0.5), name ours.
+  if [[ "$v" == 0.* ]]; then series=$(cut -d. -f1-2 <<<"$v"); else series=$(cut -d. -f1 <<<"$v"); fi
+  cargo update --quiet -p "$crate" --precise "$v" 2>/dev/null ||
+    cargo update --quiet -p "$crate@$series" --precise "$v"
+done
+# What the floors resolved to (the lockfile must hold exactly the declared floors).
+for crate in "${FLOORS[@]}"; do
+  v=$(floor "$crate")
+  got=$(cargo tree --quiet -e normal,build,dev -i "$crate@$v" --depth 0 2>/dev/null | head -1 || true)
+  if [[ -z "$got" ]]; then
+    echo "error: $crate did not resolve to its declared floor $v" >&2
+    exit 1
+  fi
+done
+
+export CARGO_TARGET_DIR="$scratch/target"
+echo "== building the libraries at their floors"
+# A library leaves k8s-openapi's Kubernetes version to the binary (k8s-openapi's rule); a bare
+# `cargo check` of kubesim names one this way (the tests get `earliest` from the dev-dependency).
+export K8S_OPENAPI_ENABLED_VERSION=1.30
+cargo check --quiet -p sim --features hyper,axum,tonic -p grpcsim -p kafkasim -p kubesim --lib
+cargo check --quiet -p sim --no-default-features --lib
+cargo check --quiet -p kubesim --no-default-features --lib
+if (( check_only )); then exit 0; fi
+unset K8S_OPENAPI_ENABLED_VERSION
+echo "== testing the libraries at their floors"
+# kafkasim's tests build librdkafka for its rdkafka comparisons (minutes): its floors are tokio's,
+# covered by sim's tests; the main test command runs kafkasim's tests at the newest versions.
+cargo test -p sim -p grpcsim -p kubesim
