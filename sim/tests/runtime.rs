@@ -89,6 +89,39 @@ fn randomness_on_the_run_thread_is_the_seeds() {
     assert_ne!(draw(5), draw(6));
 }
 
+/// The `getrandom` system call made through `syscall(3)`, as the `getrandom` 0.2 crate makes it
+/// (rand 0.8's `thread_rng`, `ring`, the `backoff` crate's jitter): answered from the seed on the
+/// run's thread, real randomness elsewhere; other system calls through `syscall(3)` still work.
+#[test]
+fn the_getrandom_system_call_through_syscall_is_the_seeds_on_the_run_thread() {
+    fn raw_getrandom() -> [u8; 16] {
+        let mut buf = [0u8; 16];
+        // SAFETY: buf is valid for 16 bytes of writes.
+        let n = unsafe { libc::syscall(libc::SYS_getrandom, buf.as_mut_ptr(), buf.len(), 0) };
+        assert_eq!(n, 16, "getrandom through syscall(3) answered {n}");
+        buf
+    }
+    let draw = |seed: u64| {
+        let report = Simulation::new("raw_getrandom").seeds(seed..seed + 1).confirm(0).run(|ctx| async move {
+            let bytes = raw_getrandom();
+            // Another system call through syscall(3) passes through: this thread's id.
+            // SAFETY: gettid takes no arguments.
+            let tid = unsafe { libc::syscall(libc::SYS_gettid) };
+            check(tid > 0, "gettid through syscall(3) answers")?;
+            ctx.record("draw", "run", format!("{bytes:?}"));
+            Ok(())
+        });
+        report.assert_passed();
+        let outcome = &report.outcomes[0];
+        assert!(outcome.interposed.getrandom_calls >= 1, "{:?}", outcome.interposed);
+        outcome.history_hash
+    };
+    assert_eq!(draw(5), draw(5));
+    assert_ne!(draw(5), draw(6));
+    // Off a simulation thread the system call is the kernel's: two draws differ.
+    assert_ne!(raw_getrandom(), raw_getrandom());
+}
+
 #[test]
 fn a_panicking_task_ends_the_run_as_a_panic_with_its_message() {
     let report = Simulation::new("task_panic").seeds(0..2).confirm(1).run(|_ctx| async move {

@@ -66,15 +66,14 @@ fn main() {
     };
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let root = root.canonicalize().unwrap_or(root);
-    let entries = match load_entries(&root.join("regressions/entries")) {
+    let entries = match load_entries(&root.join("regressions/entries"), &options.only) {
         Ok(e) => e,
         Err(e) => {
             eprintln!("regressions: {e}");
             std::process::exit(2);
         }
     };
-    let selected: Vec<Entry> =
-        entries.into_iter().filter(|e| options.only.is_empty() || options.only.contains(&e.name)).collect();
+    let selected = entries;
     if selected.is_empty() {
         eprintln!("regressions: no entry matches {:?}", options.only);
         std::process::exit(2);
@@ -104,7 +103,8 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Options, String>
         match arg.as_str() {
             "--seeds" => {
                 let v = args.next().ok_or("--seeds needs a number")?;
-                options.seeds = v.parse().ok().filter(|n| *n > 0).ok_or(format!("--seeds takes a positive number, not {v:?}"))?;
+                options.seeds =
+                    v.parse().ok().filter(|n| *n > 0).ok_or(format!("--seeds takes a positive number, not {v:?}"))?;
             }
             "--only" => options.only.push(args.next().ok_or("--only needs an entry name")?),
             other => return Err(format!("unknown argument {other:?}")),
@@ -113,12 +113,16 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Options, String>
     Ok(options)
 }
 
-/// Every `entries/<name>/Cargo.toml` with `[package.metadata.regression]`, by name.
-fn load_entries(dir: &Path) -> Result<Vec<Entry>, String> {
+/// Every `entries/<name>/Cargo.toml` (those named in `only`, when given), by name.
+fn load_entries(dir: &Path, only: &[String]) -> Result<Vec<Entry>, String> {
     let mut entries = Vec::new();
     let listing = std::fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
-    let mut dirs: Vec<PathBuf> = listing.filter_map(|d| d.ok().map(|d| d.path())).filter(|p| p.join("Cargo.toml").is_file()).collect();
+    let mut dirs: Vec<PathBuf> =
+        listing.filter_map(|d| d.ok().map(|d| d.path())).filter(|p| p.join("Cargo.toml").is_file()).collect();
     dirs.sort();
+    dirs.retain(|d| {
+        only.is_empty() || d.file_name().and_then(|n| n.to_str()).is_some_and(|n| only.iter().any(|o| o == n))
+    });
     for dir in dirs {
         let output = Command::new("cargo")
             .args(["metadata", "--no-deps", "--format-version", "1", "--manifest-path"])
@@ -142,7 +146,10 @@ fn load_entries(dir: &Path) -> Result<Vec<Entry>, String> {
             krate: need("crate")?,
             buggy: need("buggy")?,
             fixed: field("fixed"),
-            pins: m["pins"].as_array().map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect()).unwrap_or_default(),
+            pins: m["pins"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+                .unwrap_or_default(),
             name,
             dir,
         });
@@ -204,12 +211,38 @@ fn prepare(entry: &Entry, dir: &Path, target: &Path, version: &str) -> Result<()
         if status.success() { Ok(()) } else { Err(format!("`cargo {}` failed ({status})", args.join(" "))) }
     };
     cargo(&["generate-lockfile", "--quiet"])?;
-    for pin in &entry.pins {
-        let (name, v) = pin.split_once('@').ok_or(format!("pin {pin:?} is not name@version"))?;
-        cargo(&["update", "--quiet", "-p", name, "--precise", v])?;
+    // Every locked copy of the crate goes to the version: a library of ours that accepts a range
+    // (kubesim: kube >=0.91, <6) resolves to the newest release beside the entry's, until pinned.
+    let pin = |name: &str, v: &str| -> Result<(), String> {
+        for locked in locked_versions(&dir.join("Cargo.lock"), name) {
+            if locked != v && locked_versions(&dir.join("Cargo.lock"), name).contains(&locked) {
+                cargo(&["update", "--quiet", "-p", &format!("{name}@{locked}"), "--precise", v])?;
+            }
+        }
+        Ok(())
+    };
+    for p in &entry.pins {
+        let (name, v) = p.split_once('@').ok_or(format!("pin {p:?} is not name@version"))?;
+        pin(name, v)?;
     }
-    cargo(&["update", "--quiet", "-p", &entry.krate, "--precise", version])?;
+    pin(&entry.krate, version)?;
     cargo(&["build", "--quiet", "--release", "--bin", &entry.package])
+}
+
+/// The versions of `name` a lockfile holds.
+fn locked_versions(lock: &Path, name: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(lock).unwrap_or_default();
+    let wanted = format!("name = \"{name}\"");
+    let mut lines = text.lines();
+    let mut versions = Vec::new();
+    while let Some(line) = lines.next() {
+        if line == wanted
+            && let Some(v) = lines.next().and_then(|l| l.strip_prefix("version = \"")).and_then(|l| l.strip_suffix('"'))
+        {
+            versions.push(v.to_string());
+        }
+    }
+    versions
 }
 
 /// Copies `from` to `to`, leaving out `target/` and `Cargo.lock`.
@@ -291,7 +324,13 @@ fn render(results: &[(Entry, Vec<Run>)], seeds: u64, total: Duration, target: &P
         };
         let ms = runs
             .iter()
-            .map(|r| r.summary.as_ref().ok().and_then(|s| s["wall_ms_per_seed"].as_f64()).map_or("-".into(), |m| format!("{m:.1}")))
+            .map(|r| {
+                r.summary
+                    .as_ref()
+                    .ok()
+                    .and_then(|s| s["wall_ms_per_seed"].as_f64())
+                    .map_or("-".into(), |m| format!("{m:.1}"))
+            })
             .collect::<Vec<_>>()
             .join(" / ");
         let verdict = match (found_ok, quiet_ok) {
@@ -336,7 +375,12 @@ fn render(results: &[(Entry, Vec<Run>)], seeds: u64, total: Duration, target: &P
             let _ = writeln!(table, "|-{}-|", rule.join("-|-"));
         }
     }
-    let _ = write!(table, "{notes}\n\n{} entries, {seeds} seeds per release, {:.0} s in all", results.len(), total.as_secs_f64());
+    let _ = write!(
+        table,
+        "{notes}\n\n{} entries, {seeds} seeds per release, {:.0} s in all",
+        results.len(),
+        total.as_secs_f64()
+    );
     (table, ok)
 }
 

@@ -17,9 +17,16 @@
 //!
 //! Everywhere else (other threads, tests without a simulation, CPU-time clocks) the calls pass
 //! through to glibc's own functions, found once with `dlsym(RTLD_NEXT)`: the cost is one
-//! thread-local read. Not covered: code that makes the `getrandom` system call itself (inline
-//! `syscall(SYS_getrandom)`, such as `getrandom` 0.2 and `ring`), reads `/dev/urandom`, or reads
-//! the vDSO directly; such code keeps real randomness and the run can only "replay k of n".
+//! thread-local read.
+//!
+//! `syscall(3)` is interposed too (x86-64 and AArch64 Linux), for the `getrandom` system call made
+//! through it: `getrandom` 0.2 — what rand 0.8's `thread_rng`, `ring` and the `backoff` crate's
+//! jitter draw from — calls `libc::syscall(SYS_getrandom, ..)` instead of glibc's `getrandom`.
+//! On a simulation thread that number is answered from the run's stream; every other number, and
+//! every call on other threads, goes to glibc's `syscall` with the caller's registers (std's
+//! futexes pass through here: the cost is one compare). Not covered: a system call made with an
+//! inline `syscall` instruction, reads of `/dev/urandom`, or reads of the vDSO directly; such code
+//! keeps real randomness and the run can only "replay k of n".
 
 use std::cell::Cell;
 use std::ffi::{c_int, c_long, c_uint, c_void};
@@ -341,4 +348,42 @@ pub unsafe extern "C" fn time(tloc: *mut libc::time_t) -> libc::time_t {
         unsafe { *tloc = seconds };
     }
     seconds
+}
+
+/// `syscall(3)`: `SYS_getrandom` answered from the run's stream on a simulation thread (see the
+/// module docs); everything else forwarded to glibc's `syscall`.
+///
+/// glibc's `syscall` is variadic and reads seven integer arguments (the number and six more) from
+/// the argument registers and the stack whatever the caller passed; this definition reads the
+/// same seven the same way, which is what the x86-64 and AArch64 calling conventions give a
+/// non-variadic function for integer and pointer arguments, and forwards them all.
+///
+/// # Safety
+/// The arguments must be valid for the system call `number` (the libc contract).
+#[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn syscall(
+    number: c_long,
+    a1: c_long,
+    a2: c_long,
+    a3: c_long,
+    a4: c_long,
+    a5: c_long,
+    a6: c_long,
+) -> c_long {
+    if number == libc::SYS_getrandom {
+        let (buf, len) = (a1 as *mut u8, a2 as usize);
+        if len > 0 && !buf.is_null() {
+            // SAFETY: per the getrandom(2) contract, buf is valid for len bytes of writes.
+            let slice = unsafe { std::slice::from_raw_parts_mut(buf, len) };
+            if with_current(|sim| sim.fill(slice)) == Some(true) {
+                return len as c_long;
+            }
+        }
+    }
+    static REAL: AtomicUsize = AtomicUsize::new(0);
+    let real = real_symbol(&REAL, c"syscall");
+    type F = unsafe extern "C" fn(c_long, c_long, c_long, c_long, c_long, c_long, c_long) -> c_long;
+    // SAFETY: `real` is glibc's syscall, called with the registers the caller gave us.
+    unsafe { std::mem::transmute::<usize, F>(real)(number, a1, a2, a3, a4, a5, a6) }
 }

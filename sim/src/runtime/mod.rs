@@ -16,8 +16,9 @@
 //!
 //! Not covered, and labelled by the self-check as "replays k of n" rather than hidden: OS
 //! threads (`std::thread::spawn`, `spawn_blocking`, librdkafka's threads), real sockets and
-//! files, the raw `getrandom` system call (`getrandom` 0.2, `ring`), `/dev/urandom`, and a
-//! second tokio runtime made by user code.
+//! files, a `getrandom` system call made with an inline `syscall` instruction (the one made
+//! through libc's `syscall(3)`, as `getrandom` 0.2 makes it, is interposed), `/dev/urandom`, and
+//! a second tokio runtime made by user code.
 //!
 //! The runtime also observes every task poll (tokio's `on_before_task_poll` hook): it keeps a
 //! *schedule hash* over the sequence of polled tasks (numbered in spawn order), counts polls for

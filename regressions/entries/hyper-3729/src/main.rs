@@ -110,7 +110,10 @@ async fn client(ctx: Ctx, name: String, calls: u64, think: Duration) -> Result<u
         loop {
             attempt += 1;
             if attempt > ATTEMPTS {
-                return Err(Failure::liveness("calls-complete", format!("{name} call {call}: refused {ATTEMPTS} times")));
+                return Err(Failure::liveness(
+                    "calls-complete",
+                    format!("{name} call {call}: refused {ATTEMPTS} times"),
+                ));
             }
             let mut s = match sender.take() {
                 Some(s) if !s.is_closed() => s,
