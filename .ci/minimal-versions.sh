@@ -24,7 +24,7 @@ check_only=0
 # its floor). A bare name is one of our direct dependencies whose floor users care about, pinned
 # to the lower bound written in the root Cargo.toml; `name=version` is a transitive pin:
 # - h2 0.4.2: the lowest hyper 1.4.1 accepts (HTTP/2 comes to us through hyper and tonic);
-# - tokio-util 0.7.11: tokio-util >= 0.7.16 requires tokio >= 1.51; tower and h2 bring it in;
+# - tokio-util 0.7.11: newer tokio-util releases require a newer tokio; tower and h2 bring it in;
 # - k8s-openapi 0.22.0: what kube 0.91 builds against (kubesim's tests then use its types).
 STEPS=(tonic-health tonic-prost-build tonic-prost tonic axum kube k8s-openapi=0.22.0 hyper-util hyper h2=0.4.2
   tower tokio-util=0.7.11 tokio)

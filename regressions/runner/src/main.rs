@@ -26,6 +26,7 @@ use serde_json::Value;
 /// The line prefix of an entry's summary (the `regression` crate prints it).
 const SUMMARY_PREFIX: &str = "regression-summary ";
 
+#[derive(Debug)]
 struct Options {
     seeds: u64,
     only: Vec<String>,
@@ -398,4 +399,53 @@ fn to_json(entry: &Entry, runs: &[Run]) -> Value {
         );
     }
     serde_json::json!({"entry": entry.name, "bug": entry.bug, "url": entry.url, "crate": entry.krate, "releases": releases})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> impl Iterator<Item = String> {
+        list.iter().map(|s| s.to_string()).collect::<Vec<_>>().into_iter()
+    }
+
+    #[test]
+    fn arguments_take_seeds_and_entries_and_refuse_the_rest() {
+        let o = parse_args(args(&["--seeds", "7", "--only", "a", "--only", "b"])).expect("valid");
+        assert_eq!((o.seeds, o.only), (7, vec!["a".to_string(), "b".to_string()]));
+        assert_eq!(parse_args(args(&[])).expect("defaults").seeds, 100);
+        assert!(parse_args(args(&["--seeds", "0"])).is_err());
+        assert!(parse_args(args(&["--seeds"])).is_err());
+        assert!(parse_args(args(&["--fast"])).unwrap_err().contains("unknown argument"));
+    }
+
+    #[test]
+    fn every_locked_copy_of_a_crate_is_found() {
+        let dir = std::env::temp_dir().join(format!("regressions-lock-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let lock = dir.join("Cargo.lock");
+        std::fs::write(
+            &lock,
+            "[[package]]\nname = \"kube\"\nversion = \"0.92.1\"\n\n[[package]]\nname = \"kube-client\"\nversion = \
+             \"5.0.0\"\n\n[[package]]\nname = \"kube\"\nversion = \"5.0.0\"\n",
+        )
+        .expect("write");
+        assert_eq!(locked_versions(&lock, "kube"), vec!["0.92.1".to_string(), "5.0.0".to_string()]);
+        assert_eq!(locked_versions(&lock, "kube-client"), vec!["5.0.0".to_string()]);
+        assert!(locked_versions(&lock, "hyper").is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn cells_say_what_was_found_and_how_it_replayed() {
+        let found = serde_json::json!({"seeds": 50, "failing": 3, "first_seed": "2", "class": "correctness",
+            "oracle": "goaway-before-close", "replayed_exactly": 3});
+        assert_eq!(found_cell(&found), "3 / 50, first 2: correctness [goaway-before-close]");
+        assert_eq!(replay_cell(&found), "exactly (3 of 3 seeds, 3 of 3 processes each)");
+        let partial =
+            serde_json::json!({"seeds": 50, "failing": 2, "replayed_exactly": 1, "replays": "replays 0 of 3"});
+        assert_eq!(replay_cell(&partial), "1 of 2 seeds exactly; first: replays 0 of 3");
+        let quiet = serde_json::json!({"seeds": 50, "failing": 0});
+        assert_eq!((found_cell(&quiet), replay_cell(&quiet)), ("0 / 50".to_string(), "-".to_string()));
+    }
 }
