@@ -32,7 +32,8 @@ FLOORS=()
 
 rm -rf "$ws"
 mkdir -p "$ws"
-cp -r Cargo.toml rustfmt.toml .cargo sim grpcsim kafkasim kubesim "$ws"/
+# docs/ and README.md too: tests check that pages show their files verbatim.
+cp -r Cargo.toml rustfmt.toml README.md .cargo docs sim grpcsim kafkasim kubesim "$ws"/
 rm -rf "$ws"/*/target
 cd "$ws"
 
