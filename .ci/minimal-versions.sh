@@ -120,4 +120,13 @@ echo "== grpcsim's tests at tonic 0.14.5"
 for step in hyper-util=0.1.11 tonic=0.14.5 tonic-prost=0.14.5 tonic-health=0.14.5 tonic-prost-build=0.14.5; do
   pin "${step%%=*}" "${step#*=}"
 done
-cargo test -p grpcsim
+# The fault → status table compares tonic on real loopback with the simulated network; at these
+# releases two rows differ (docs/src/versions.md: hyper-util 0.1.11's connect error prints its
+# cause; h2 0.4.2 delivers one more stream item before a reset or a GOAWAY is seen), so it runs
+# at the newest releases only, in the main test command.
+# `max_connection_age_goaway_or_close_as_tonic_does` is skipped too: at these releases (tonic
+# 0.14.5 and 0.14.6 with hyper 1.4.1, hyper-util 0.1.11, h2 0.4.2) tonic's server panics
+# "`async fn` resumed after completion" (transport/server/mod.rs:891) at a connection's age plus
+# grace; it passes at the newest releases. Found by this script, not bisected yet (docs/src/versions.md).
+cargo test -p grpcsim -- --skip fault_status_table_matches_between_real_loopback_and_the_simulated_network \
+  --skip max_connection_age_goaway_or_close_as_tonic_does
