@@ -211,6 +211,13 @@ pub async fn resource_version_zero_not_older_than_and_exact(ctx: &Ctx) -> Result
     k.note("update b", format!("{} {}", a.code, k.rv(&a.rv())));
     labelled(&k, "c", json!({})).await?;
     let base = k.core("configmaps", None);
+    // kube-apiserver serves resourceVersion=0 and NotOlderThan reads from its watch cache, which
+    // can lag etcd by a few milliseconds after a write (this scenario once differed in CI).
+    // A consistent list (no resourceVersion) waits until the cache has caught up with etcd's
+    // current revision (ConsistentListFromCache, on by default since v1.31), so every read below
+    // sees all three writes, as kubesim's reads always do.
+    let a = k.send("GET", &base, None).await?;
+    k.note("a consistent list", k.list(&a));
     for (label, query) in [
         ("resourceVersion 0", "resourceVersion=0".to_string()),
         ("resourceVersion 0, NotOlderThan", "resourceVersion=0&resourceVersionMatch=NotOlderThan".to_string()),
