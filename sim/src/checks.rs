@@ -6,6 +6,7 @@
 //! below the recorder and the run that own it.
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::history::Entry;
 use crate::report::Failure;
@@ -37,11 +38,18 @@ pub(crate) trait Observer<X: ?Sized>: Send {
 pub(crate) trait OnEvent: Send + Sync {
     /// Runs the checks on `event`; returns the first violation.
     fn on_event(&self, event: &Entry) -> Option<Failure>;
+    /// Whether no check is installed (the recorder then skips the dispatch and its copy of the
+    /// entry).
+    fn is_empty(&self) -> bool;
 }
 
 impl<X: ?Sized> OnEvent for Checks<X> {
     fn on_event(&self, event: &Entry) -> Option<Failure> {
         self.dispatch(event)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.installed.load(Ordering::Acquire) == 0
     }
 }
 
@@ -52,6 +60,7 @@ impl<X: ?Sized> Default for Checks<X> {
             added: Mutex::new(Vec::new()),
             dispatch: Mutex::new(Dispatch::default()),
             excused: Mutex::new(Vec::new()),
+            installed: AtomicUsize::new(0),
         }
     }
 }
@@ -63,6 +72,8 @@ pub(crate) struct Checks<X: ?Sized> {
     added: Mutex<Vec<Box<dyn Observer<X>>>>,
     dispatch: Mutex<Dispatch>,
     excused: Mutex<Vec<Failure>>,
+    /// Checks added since the last `clear`.
+    installed: AtomicUsize,
 }
 
 /// Events waiting for the checks, and whether a dispatch is under way.
@@ -80,6 +91,7 @@ impl Dispatch {
 impl<X: ?Sized> Checks<X> {
     pub(crate) fn add(&self, check: Box<dyn Observer<X>>) {
         self.added.lock().unwrap_or_else(|p| p.into_inner()).push(check);
+        self.installed.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Drops every check and queued event, at the end of a judged run: a check may hold the
@@ -88,6 +100,7 @@ impl<X: ?Sized> Checks<X> {
         let list = std::mem::take(&mut *self.list.lock().unwrap_or_else(|p| p.into_inner()));
         let added = std::mem::take(&mut *self.added.lock().unwrap_or_else(|p| p.into_inner()));
         self.dispatch.lock().unwrap_or_else(|p| p.into_inner()).queue.clear();
+        self.installed.store(0, Ordering::Release);
         drop((list, added));
     }
 

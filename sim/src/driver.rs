@@ -91,6 +91,36 @@ impl Event {
     }
 }
 
+/// The driver loop's wait for a new head ([`Driver::new_head`]). Dropped unfinished (the loop's
+/// timer fired first), it stops waiting, as a dropped `Notified` leaves `Notify`'s waiter list:
+/// a later new head then sets the flag without waking the loop.
+struct NewHead<'a> {
+    driver: &'a Driver,
+}
+
+impl std::future::Future for NewHead<'_> {
+    type Output = ();
+
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        let mut queue = self.driver.queue();
+        if std::mem::take(&mut queue.head_changed) {
+            queue.waiter = None;
+            return std::task::Poll::Ready(());
+        }
+        match &mut queue.waiter {
+            Some(w) if w.will_wake(cx.waker()) => {}
+            slot => *slot = Some(cx.waker().clone()),
+        }
+        std::task::Poll::Pending
+    }
+}
+
+impl Drop for NewHead<'_> {
+    fn drop(&mut self) {
+        self.driver.queue().waiter = None;
+    }
+}
+
 #[derive(Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Debug)]
 struct Key {
     due_nanos: u64,
@@ -106,11 +136,14 @@ struct Queue {
     fired: u64,
     /// The run is over: new events are dropped.
     closed: bool,
+    /// The driver loop, while it waits for a new head (woken by [`Driver::at`]).
+    waiter: Option<std::task::Waker>,
+    /// A new head arrived while the loop was not waiting: its next wait returns at once.
+    head_changed: bool,
 }
 
 struct Inner {
     queue: Mutex<Queue>,
-    notify: tokio::sync::Notify,
     recorder: Arc<Recorder>,
     explore: bool,
     knobs: Mutex<Knobs>,
@@ -163,8 +196,9 @@ impl Driver {
                     tie_spread_nanos: spread.as_nanos() as u64,
                     fired: 0,
                     closed: false,
+                    waiter: None,
+                    head_changed: false,
                 }),
-                notify: tokio::sync::Notify::new(),
                 recorder,
                 explore,
                 knobs: Mutex::default(),
@@ -255,9 +289,15 @@ impl Driver {
         let is_head = queue.pending.first().is_none_or(|head| key < *head);
         queue.pending.insert(key);
         queue.events.insert(seq, event);
+        let waiter = if is_head {
+            queue.head_changed = true;
+            queue.waiter.take()
+        } else {
+            None
+        };
         drop(queue);
-        if is_head {
-            self.inner.notify.notify_one();
+        if let Some(waiter) = waiter {
+            waiter.wake();
         }
         EventId(seq)
     }
@@ -316,10 +356,12 @@ impl Driver {
         if first.due_nanos > now_nanos {
             return None;
         }
-        let mut ties: Vec<Key> = queue.pending.iter().take_while(|k| k.due_nanos == first.due_nanos).copied().collect();
-        let key = if ties.len() == 1 {
+        let tied = queue.pending.iter().nth(1).is_some_and(|k| k.due_nanos == first.due_nanos);
+        let key = if !tied {
             first
         } else {
+            let mut ties: Vec<Key> =
+                queue.pending.iter().take_while(|k| k.due_nanos == first.due_nanos).copied().collect();
             ties.sort_by(|a, b| {
                 let (ea, eb) = (&queue.events[&a.seq], &queue.events[&b.seq]);
                 (&ea.kind, &ea.identity, a.seq).cmp(&(&eb.kind, &eb.identity, b.seq))
@@ -332,11 +374,19 @@ impl Driver {
         queue.events.remove(&key.seq)
     }
 
+    /// Waits until [`Driver::at`] schedules a new head (at once if one came since the last wait).
+    /// A one-slot waiter, as `tokio::sync::Notify::notify_one` with its permit, without its
+    /// waiter list: the wake is the same (the loop's waker, woken after the queue's lock is
+    /// released), so the schedule is too.
+    fn new_head(&self) -> NewHead<'_> {
+        NewHead { driver: self }
+    }
+
     /// The driver loop: runs as a harness task for the whole run.
     pub(crate) async fn run(self) {
         let start = self.inner.recorder.start();
         loop {
-            let notified = self.inner.notify.notified();
+            let notified = self.new_head();
             match self.next_due() {
                 None => notified.await,
                 Some(due) => {
@@ -350,10 +400,11 @@ impl Driver {
                     }
                 }
             }
-            let now_nanos = u64::try_from(self.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            let mut now = self.elapsed();
+            let now_nanos = u64::try_from(now.as_nanos()).unwrap_or(u64::MAX);
             while let Some(event) = self.take_next(now_nanos) {
                 if event.recorded {
-                    self.inner.recorder.record_at(self.elapsed(), &event.kind, &event.identity, &event.detail);
+                    self.inner.recorder.record_at(now, &event.kind, &event.identity, &event.detail);
                 }
                 if let Some(action) = event.action {
                     action();
@@ -363,6 +414,7 @@ impl Driver {
                     // Let what this event woke run before the next one (tokio defers a yielding
                     // task until every task that was ready has run and the drivers were polled).
                     tokio::task::yield_now().await;
+                    now = self.elapsed();
                 }
             }
         }

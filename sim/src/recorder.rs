@@ -54,7 +54,7 @@ impl Recorder {
 
     /// Fake time since the run started.
     pub(crate) fn elapsed(&self) -> Duration {
-        tokio::time::Instant::now().saturating_duration_since(self.start)
+        crate::runtime::now().saturating_duration_since(self.start)
     }
 
     /// The run's start on tokio's clock.
@@ -68,19 +68,34 @@ impl Recorder {
             return u64::MAX;
         }
         let mut history = self.history.lock().unwrap_or_else(|p| p.into_inner());
-        let entry = history.record(at, kind, identity, detail).clone();
+        let entry = history.record(at, kind, identity, detail);
+        let index = entry.index;
+        // The checks get a copy, made only when some check is installed: a check may record
+        // events itself, so it runs without the history's lock.
+        let copy = (!self.checks.is_empty()).then(|| entry.clone());
         drop(history);
-        self.trace.push_event(entry.index);
-        if let Some(failure) = self.checks.on_event(&entry)
+        self.trace.push_event(index);
+        if let Some(entry) = copy
+            && let Some(failure) = self.checks.on_event(&entry)
             && let Some(sink) = self.on_violation.get()
         {
             sink(failure);
         }
-        entry.index
+        index
     }
 
     /// A copy of the history so far.
     pub(crate) fn snapshot(&self) -> History {
         self.history.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The fake time of the last entry recorded (0 if none).
+    pub(crate) fn last_at_nanos(&self) -> u64 {
+        self.history.lock().unwrap_or_else(|p| p.into_inner()).entries().last().map_or(0, |e| e.at_nanos)
+    }
+
+    /// The history, moved out (the run is judged; what is recorded later starts a new one).
+    pub(crate) fn take(&self) -> History {
+        std::mem::take(&mut *self.history.lock().unwrap_or_else(|p| p.into_inner()))
     }
 }

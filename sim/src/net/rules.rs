@@ -218,6 +218,10 @@ pub(crate) fn listener_paused(v: &View<'_>, addr: SocketAddr) -> bool {
 
 /// The read limit for end `side` of a connection: `(max bytes, throttle interval)`.
 pub(crate) fn read_limit(v: &View<'_>, conn: ConnId, side: usize) -> (Option<usize>, Option<Duration>) {
+    // The common case first: no rule at all, nothing to match (and no connection info to build).
+    if v.rules.is_empty() {
+        return (None, None);
+    }
     let Some(c) = v.conns.get(&conn) else {
         return (None, None);
     };

@@ -499,7 +499,7 @@ fn run_on_this_thread(spec: RunSpec, body: Arc<Body>, progress: Progress) -> Run
         Err(_) => Duration::from_nanos(last_event_nanos(shared.as_ref())),
     };
     let failure = judge(ending, &panics, shared.as_ref(), fake, &spec);
-    let history = shared.as_ref().map(|s| s.recorder.snapshot()).unwrap_or_default();
+    let history = shared.as_ref().map(|s| s.recorder.take()).unwrap_or_default();
     let (polls, schedule_hash) = tasks.schedule();
     let swarm = shared.as_ref().map(|s| s.swarm.clone());
     let outcome = Outcome {
@@ -531,9 +531,10 @@ fn run_on_this_thread(spec: RunSpec, body: Arc<Body>, progress: Progress) -> Run
     if let Some(shared) = &shared {
         shared.tear_down();
     }
+    let trace = if keep_trace { trace.render(&history) } else { Vec::new() };
     RunResult {
-        entries: history.entries().cloned().collect(),
-        trace: if keep_trace { trace.render(&history) } else { Vec::new() },
+        entries: history.into_entries(),
+        trace,
         swarm_drawn: swarm.as_ref().map(|s| s.values().into_keys().collect()).unwrap_or_default(),
         swarm_errors: swarm.as_ref().map(Swarm::errors).unwrap_or_default(),
         outcome,
@@ -583,7 +584,7 @@ fn judge(
 }
 
 fn last_event_nanos(shared: Option<&Arc<Shared>>) -> u64 {
-    shared.map_or(0, |s| s.recorder.snapshot().entries().last().map_or(0, |e| e.at_nanos))
+    shared.map_or(0, |s| s.recorder.last_at_nanos())
 }
 
 fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {

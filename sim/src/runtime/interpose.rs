@@ -100,7 +100,7 @@ impl ThreadSim {
             // tokio answers from its paused clock without reading the OS clock while a runtime
             // context is entered; otherwise it reads std `Instant` (our own hook, which then
             // finds `busy` set and answers the last value).
-            let now = tokio::time::Instant::now().into_std();
+            let now = super::now().into_std();
             self.busy.set(false);
             let elapsed = u64::try_from(now.saturating_duration_since(start).as_nanos()).unwrap_or(u64::MAX);
             if elapsed > self.last_elapsed_nanos.get() {

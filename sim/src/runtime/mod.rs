@@ -37,7 +37,8 @@
 
 pub mod interpose;
 
-use std::collections::HashMap;
+use std::cell::Cell;
+use std::collections::{HashMap, HashSet};
 use std::panic::Location;
 use std::sync::{Arc, Mutex};
 
@@ -81,6 +82,10 @@ impl Progress {
 
 #[derive(Default)]
 struct TaskState {
+    // std's `RandomState` on purpose: each one made on the run's thread moves the keys of every
+    // later std map (keys come from the seed once per thread, then count up), so a faster
+    // hasher here would move the iteration order of the application's own maps, and so its
+    // histories.
     live: HashMap<tokio::task::Id, TaskInfo>,
     next_ordinal: u64,
     schedule_hash: u64,
@@ -98,7 +103,7 @@ struct TaskState {
     /// Where the first such task of each owner was spawned.
     zombie_sites: std::collections::BTreeMap<Owner, &'static Location<'static>>,
     /// Tasks aborted by the harness: their last "poll" is their cancellation, not a run.
-    aborted: std::collections::HashSet<tokio::task::Id>,
+    aborted: HashSet<tokio::task::Id>,
     /// The poll in progress, when it is a poll of a dead owner's task in the drop cascade.
     cascade: Option<CascadePoll>,
     /// The next owner to hand out.
@@ -215,6 +220,12 @@ impl Tasks {
     }
 
     fn polled(&self, meta: &tokio::runtime::TaskMeta<'_>) {
+        if matches!(CLOCK.get(), Clock::Off) {
+            // The run's first task poll: its runtime is running (later, only parks turn it off).
+            CLOCK.set(Clock::Live(None));
+        }
+        // Inside a poll hook the runtime's context is entered: this reads the paused clock.
+        let now = now();
         let mut state = self.lock();
         let (ordinal, owner) = state.live.get(&meta.id()).map_or((u64::MAX, None), |t| (t.ordinal, t.owner));
         state.cascade = None;
@@ -222,8 +233,7 @@ impl Tasks {
             && let Some(&died) = state.dead.get(&owner)
         {
             let aborted = state.aborted.contains(&meta.id());
-            // Inside a poll hook the runtime's context is entered: this reads the paused clock.
-            if aborted || tokio::time::Instant::now() == died {
+            if aborted || now == died {
                 // Judged when the poll ends: excused if the task ended in it.
                 state.cascade = Some(CascadePoll { id: meta.id(), owner, ended: false, aborted, children: Vec::new() });
             } else {
@@ -232,7 +242,7 @@ impl Tasks {
             }
         }
         let watcher = state.watcher == Some(meta.id());
-        state.note_poll(ordinal, watcher);
+        state.note_poll(ordinal, watcher, now);
     }
 
     fn poll_ended(&self, meta: &tokio::runtime::TaskMeta<'_>) {
@@ -255,7 +265,8 @@ impl Tasks {
 
     /// Counts a poll of the run's root future (which is not a task).
     pub(crate) fn root_polled(&self) {
-        self.lock().note_poll(0, false);
+        let now = now();
+        self.lock().note_poll(0, false, now);
     }
 
     /// Marks the deadlock watcher, whose own polls are not activity.
@@ -301,13 +312,11 @@ impl TaskState {
         }
     }
 
-    fn note_poll(&mut self, ordinal: u64, watcher: bool) {
+    fn note_poll(&mut self, ordinal: u64, watcher: bool, now: tokio::time::Instant) {
         self.polls += 1;
         let relaxed = std::sync::atomic::Ordering::Relaxed;
         self.progress.polls.store(self.polls, relaxed);
         if !watcher {
-            // Inside a poll hook the runtime's context is entered: this reads the paused clock.
-            let now = tokio::time::Instant::now();
             self.last_active = Some(now);
             if let Some(start) = self.start {
                 self.progress.fake_nanos.store(now.saturating_duration_since(start).as_nanos() as u64, relaxed);
@@ -349,6 +358,8 @@ pub(crate) fn build(config: &Config, tasks: &Tasks) -> std::io::Result<tokio::ru
     }
     let (spawned, terminated, polled, poll_ended) = (tasks.clone(), tasks.clone(), tasks.clone(), tasks.clone());
     builder
+        .on_thread_park(clock_off)
+        .on_thread_unpark(|| CLOCK.set(Clock::Live(None)))
         .on_task_spawn(move |meta| spawned.spawned(meta))
         .on_task_terminate(move |meta| terminated.terminated(meta))
         .on_before_task_poll(move |meta| polled.polled(meta))
@@ -380,6 +391,51 @@ where
     handle
 }
 
+/// The run thread's cache of tokio's paused clock (see [`now`]).
+#[derive(Clone, Copy)]
+enum Clock {
+    /// Not caching: no run's task has been polled yet, the run is over, or the runtime is
+    /// parked (the one place paused time moves).
+    Off,
+    /// Between an unpark and the next park: the clock stands still; `Some` once read.
+    Live(Option<tokio::time::Instant>),
+}
+
+thread_local! {
+    static CLOCK: Cell<Clock> = const { Cell::new(Clock::Off) };
+}
+
+/// tokio's paused clock on the run's thread, read once per stretch of work between two parks.
+///
+/// Paused time moves only when the runtime parks with every task idle (it auto-advances to the
+/// next timer there): from the moment the runtime unparks until it parks again the clock stands
+/// still, so the first read of a stretch is kept and every later read (the harness's history
+/// stamps, the interposed `clock_gettime` that hyper, h2 and tokio's own busy-time metrics call)
+/// answers it without taking tokio's clock lock. The park hooks (`on_thread_park` /
+/// `on_thread_unpark`) drop the cached value, and caching starts at the run's first task poll
+/// (debug builds check every cached answer against tokio's clock). The one way
+/// time moves without a park, `tokio::time::advance`, is not something a simulation calls: the
+/// harness owns the clock.
+pub(crate) fn now() -> tokio::time::Instant {
+    match CLOCK.try_with(Cell::get) {
+        Ok(Clock::Live(Some(now))) => {
+            debug_assert_eq!(now, tokio::time::Instant::now(), "paused time moved without a park");
+            now
+        }
+        Ok(Clock::Live(None)) => {
+            let now = tokio::time::Instant::now();
+            CLOCK.set(Clock::Live(Some(now)));
+            now
+        }
+        _ => tokio::time::Instant::now(),
+    }
+}
+
+/// Stops caching the clock on this thread (the runtime parks, or the run is over).
+fn clock_off() {
+    let _ = CLOCK.try_with(|c| c.set(Clock::Off));
+}
+
 thread_local! {
     /// The task registry of the run on this thread (set and cleared with the run's `Ctx`).
     static CURRENT_TASKS: std::cell::RefCell<Option<Tasks>> = const { std::cell::RefCell::new(None) };
@@ -387,6 +443,7 @@ thread_local! {
 
 /// Sets (or with `None` clears) the task registry of the run on this thread.
 pub(crate) fn set_current_tasks(tasks: Option<Tasks>) {
+    clock_off();
     CURRENT_TASKS.with(|c| *c.borrow_mut() = tasks);
 }
 
