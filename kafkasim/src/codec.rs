@@ -50,6 +50,9 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 6),
     (ApiKey::InitProducerId, 0, 4),
+    (ApiKey::DescribeConfigs, 1, 4),
+    (ApiKey::AlterConfigs, 0, 2),
+    (ApiKey::IncrementalAlterConfigs, 0, 1),
 ];
 
 /// The served version range of `key`, if it is served.
@@ -156,6 +159,9 @@ request_bodies!(
     CreateTopics(CreateTopicsRequest),
     DeleteTopics(DeleteTopicsRequest),
     InitProducerId(InitProducerIdRequest),
+    DescribeConfigs(DescribeConfigsRequest),
+    AlterConfigs(AlterConfigsRequest),
+    IncrementalAlterConfigs(IncrementalAlterConfigsRequest),
 );
 
 /// Decodes one request frame (without its size prefix).

@@ -44,6 +44,7 @@ pub mod models;
 pub mod producer_ids;
 pub mod rdkafka;
 pub mod requests;
+pub mod topic_config;
 
 pub use broker::{Cluster, ClusterBuilder, Control};
 pub use client::Client;

@@ -12,6 +12,7 @@
 //! The main function is `Suite::main`, shared with the Kubernetes suite.
 
 mod clients;
+mod configs;
 mod groups;
 mod sessions;
 mod support;
@@ -58,13 +59,13 @@ fn scenarios() -> Vec<Scenario> {
                 steps: &["delete records below offset 2", "earliest offset"]
             })
         ),
-        scenario!(
-            wire::create_topics_with_configs,
-            Some(Known {
-                id: "topic-configs-are-not-validated",
-                steps: &["validate only, an unknown config name", "validate only, an invalid value"]
-            })
-        ),
+        scenario!(wire::create_topics_with_configs),
+        scenario!(configs::create_topics_validates_configs),
+        scenario!(configs::describe_configs_of_a_topic),
+        scenario!(configs::incremental_alter_configs_operations),
+        scenario!(configs::alter_configs_replaces_every_override),
+        scenario!(configs::produce_follows_the_topics_max_message_bytes),
+        scenario!(configs::consumer_offsets_is_an_internal_topic),
         scenario!(wire::api_versions_must_name_the_client_software),
         scenario!(wire::init_producer_id_without_and_with_an_empty_transactional_id),
         scenario!(wire::unknown_api_key_closes_the_connection),

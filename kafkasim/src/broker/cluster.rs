@@ -14,6 +14,7 @@ use crate::groups::Coordinator;
 use crate::introspect::{GroupEvent, Journal};
 use crate::log::PartitionLog;
 use crate::producer_ids::ProducerIds;
+use crate::topic_config::{BrokerDefaults, TopicConfigs};
 
 /// Topics one cluster holds.
 pub const TOPICS_MAX: usize = 100_000;
@@ -48,6 +49,10 @@ pub(crate) struct BrokerInfo {
 pub(crate) struct Topic {
     pub(super) id: uuid::Uuid,
     pub(super) partitions: Vec<Partition>,
+    /// The topic's config overrides (CreateTopics, AlterConfigs, IncrementalAlterConfigs).
+    pub(super) configs: TopicConfigs,
+    /// An internal topic (`__consumer_offsets`): listed with `is_internal`, refused to producers.
+    pub(super) internal: bool,
 }
 
 pub(crate) struct Partition {
@@ -134,6 +139,11 @@ impl Cluster {
 
     pub(crate) fn config(&self) -> &Config {
         &self.inner.config
+    }
+
+    /// What the broker contributes to every topic's effective configs.
+    pub(crate) fn broker_defaults(&self) -> BrokerDefaults {
+        BrokerDefaults { message_max_bytes: self.inner.config.message_bytes_max }
     }
 
     pub(crate) fn journal(&self, f: impl FnOnce(&mut Journal)) {

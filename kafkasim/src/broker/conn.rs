@@ -232,6 +232,11 @@ impl Cluster {
             RequestBody::ListGroups(r) => {
                 ResponseBody::ListGroups(self.groups(|c, env| c.list(env, broker, version, &r)))
             }
+            RequestBody::DescribeConfigs(r) => ResponseBody::DescribeConfigs(self.describe_configs(version, &r)),
+            RequestBody::AlterConfigs(r) => ResponseBody::AlterConfigs(self.alter_configs(&r)),
+            RequestBody::IncrementalAlterConfigs(r) => {
+                ResponseBody::IncrementalAlterConfigs(self.incremental_alter_configs(&r))
+            }
         };
         Outcome::Reply(reply)
     }

@@ -19,7 +19,11 @@ impl Cluster {
         version: i16,
         req: &FindCoordinatorRequest,
     ) -> FindCoordinatorResponse {
-        let st = self.lock();
+        let mut st = self.lock();
+        if req.key_type == 0 {
+            self.ensure_offsets_topic(&mut st);
+        }
+        let st = st;
         let keys: Vec<String> = if version >= 4 {
             req.coordinator_keys.iter().map(|k| k.to_string()).collect()
         } else {

@@ -27,6 +27,7 @@
 
 mod builder;
 mod cluster;
+mod configs;
 mod conn;
 mod control;
 mod coordination;
@@ -38,3 +39,4 @@ mod views;
 pub use builder::ClusterBuilder;
 pub use cluster::{Cluster, FETCH_WAIT_MAX, PARTITIONS_MAX, SIM_PORT, TOPICS_MAX};
 pub use control::Control;
+pub use topics::{OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS};

@@ -99,6 +99,11 @@ impl Cluster {
         let Some(t) = st.topics.get_mut(topic) else {
             return Err(E::UnknownTopicOrPartition.code());
         };
+        if t.internal {
+            // Kafka's ReplicaManager: "Cannot append to internal topic".
+            return Err(E::InvalidTopicException.code());
+        }
+        let bytes_max = t.configs.max_message_bytes(&self.broker_defaults());
         let Some(partition) = usize::try_from(p.index).ok().and_then(|i| t.partitions.get_mut(i)) else {
             return Err(E::UnknownTopicOrPartition.code());
         };
@@ -109,7 +114,7 @@ impl Cluster {
             return Err(code);
         }
         let records = p.records.clone().unwrap_or_default();
-        let batch = validate_batch(&records, self.inner.config.message_bytes_max).map_err(|e| e.code())?;
+        let batch = validate_batch(&records, bytes_max).map_err(|e| e.code())?;
         let producer = (batch.info.producer_id, batch.info.producer_epoch);
         let seq = (batch.info.base_sequence, batch.last_sequence());
         match st.producers.check(producer, topic, p.index, seq.0, seq.1) {

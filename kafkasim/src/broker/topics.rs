@@ -1,4 +1,5 @@
-//! Topics: creating them, and Metadata, CreateTopics, DeleteTopics.
+//! Topics: creating them (with their configs), the internal `__consumer_offsets`, and Metadata,
+//! CreateTopics, DeleteTopics.
 
 use std::collections::BTreeMap;
 
@@ -8,6 +9,20 @@ use kafka_protocol::messages::*;
 use super::cluster::{Cluster, PARTITIONS_MAX, Partition, State, TOPICS_MAX, Topic, s, stable_hash, valid_topic_name};
 use crate::faults::Part;
 use crate::log::PartitionLog;
+use crate::topic_config::{Described, TopicConfigs};
+
+/// The group coordinator's internal topic.
+pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+/// Its partitions (Kafka's `offsets.topic.num.partitions` default).
+pub const OFFSETS_TOPIC_PARTITIONS: i32 = 50;
+
+/// A created topic's config as CreateTopics v5+ lists it.
+fn created_config(d: &Described) -> create_topics_response::CreatableTopicConfigs {
+    create_topics_response::CreatableTopicConfigs::default()
+        .with_name(s(d.name))
+        .with_value(Some(s(&d.value)))
+        .with_config_source(d.source.code())
+}
 
 impl Cluster {
     /// Creates a topic with `partitions` partitions, leaders spread over the live brokers.
@@ -20,10 +35,41 @@ impl Cluster {
     /// [`TOPICS_MAX`].
     pub fn create_topic(&self, name: &str, partitions: i32) -> Result<(), E> {
         let mut st = self.lock();
-        self.create_topic_locked(&mut st, name, partitions, false)
+        self.create_topic_locked(&mut st, name, partitions, TopicConfigs::default(), false)
     }
 
-    fn create_topic_locked(&self, st: &mut State, name: &str, partitions: i32, validate_only: bool) -> Result<(), E> {
+    /// The config overrides of topic `name` (`None` for an unknown topic).
+    pub fn topic_configs(&self, name: &str) -> Option<TopicConfigs> {
+        self.lock().topics.get(name).map(|t| t.configs.clone())
+    }
+
+    /// Creates `__consumer_offsets` when it does not exist yet, as Kafka's group coordinator does
+    /// on its first FindCoordinator for a group: [`OFFSETS_TOPIC_PARTITIONS`] partitions, the
+    /// internal topic's configs, listed in Metadata with `is_internal`. kafkasim keeps commits in
+    /// its coordinator, so this log stays empty.
+    pub(super) fn ensure_offsets_topic(&self, st: &mut State) {
+        if st.topics.contains_key(OFFSETS_TOPIC) {
+            return;
+        }
+        let configs = TopicConfigs::default()
+            .with("cleanup.policy", "compact")
+            .with("compression.type", "producer")
+            .with("segment.bytes", "104857600");
+        if self.create_topic_locked(st, OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS, configs, false).is_ok()
+            && let Some(t) = st.topics.get_mut(OFFSETS_TOPIC)
+        {
+            t.internal = true;
+        }
+    }
+
+    fn create_topic_locked(
+        &self,
+        st: &mut State,
+        name: &str,
+        partitions: i32,
+        configs: TopicConfigs,
+        validate_only: bool,
+    ) -> Result<(), E> {
         if !valid_topic_name(name) {
             return Err(E::InvalidTopicException);
         }
@@ -62,14 +108,17 @@ impl Cluster {
         let mut id = [0u8; 16];
         id[..8].copy_from_slice(&stable_hash(name).to_be_bytes());
         id[8..].copy_from_slice(&st.next_topic.to_be_bytes());
-        st.topics.insert(name.to_string(), Topic { id: uuid::Uuid::from_bytes(id), partitions });
-        self.record("kafka.topic.create", name, format!("{count} partitions"));
+        st.topics
+            .insert(name.to_string(), Topic { id: uuid::Uuid::from_bytes(id), partitions, configs, internal: false });
+        if name != OFFSETS_TOPIC {
+            self.record("kafka.topic.create", name, format!("{count} partitions"));
+        }
         Ok(())
     }
 
-    /// The topics, by name.
+    /// The topics, by name (internal ones, such as `__consumer_offsets`, left out).
     pub fn topics(&self) -> Vec<String> {
-        self.lock().topics.keys().cloned().collect()
+        self.lock().topics.iter().filter(|(_, t)| !t.internal).map(|(n, _)| n.clone()).collect()
     }
 
     pub(super) fn metadata(&self, broker: i32, version: i16, req: &MetadataRequest) -> MetadataResponse {
@@ -85,9 +134,11 @@ impl Cluster {
             Some(names) => {
                 if auto {
                     for n in &names {
-                        if !st.topics.contains_key(n) && valid_topic_name(n) {
+                        if n == OFFSETS_TOPIC {
+                            self.ensure_offsets_topic(&mut st);
+                        } else if !st.topics.contains_key(n) && valid_topic_name(n) {
                             let partitions = self.inner.config.default_partitions;
-                            let _ = self.create_topic_locked(&mut st, n, partitions, false);
+                            let _ = self.create_topic_locked(&mut st, n, partitions, TopicConfigs::default(), false);
                         }
                     }
                 }
@@ -123,7 +174,7 @@ impl Cluster {
                             .with_isr_nodes(replicas)
                     })
                     .collect();
-                t.with_topic_id(topic.id).with_partitions(partitions)
+                t.with_topic_id(topic.id).with_is_internal(topic.internal).with_partitions(partitions)
             })
             .collect();
         let brokers = st
@@ -174,6 +225,8 @@ impl Cluster {
                 let partitions =
                     if t.num_partitions == -1 { self.inner.config.default_partitions } else { t.num_partitions };
                 let replication = if t.replication_factor == -1 { 1 } else { t.replication_factor };
+                let configs = TopicConfigs::from_pairs(t.configs.iter().map(|c| (c.name.as_str(), c.value.as_deref())));
+                let mut message = None;
                 let result = if let Some(code) =
                     st.faults.error_for(ApiKey::CreateTopics, broker, Part { topic: Some(&name), ..Part::default() })
                 {
@@ -181,15 +234,40 @@ impl Cluster {
                 } else if replication < 1 || replication > live {
                     Err(E::InvalidReplicationFactor)
                 } else {
-                    self.create_topic_locked(&mut st, &name, partitions, req.validate_only)
+                    match configs {
+                        // The name and existence checks come first, as in Kafka's controller;
+                        // the configs are validated after them and before the partitions.
+                        Err(e) => {
+                            self.create_topic_locked(&mut st, &name, 1, TopicConfigs::default(), true).and_then(|()| {
+                                message = Some(e.message);
+                                Err(e.error)
+                            })
+                        }
+                        Ok(configs) => {
+                            // CreateTopics echoes an override as it was sent ("compact, delete");
+                            // DescribeConfigs answers it as stored ("compact,delete").
+                            let mut described = configs.describe(&self.broker_defaults(), None);
+                            for d in &mut described {
+                                if let Some(sent) = t.configs.iter().find(|c| c.name.as_str() == d.name) {
+                                    d.value = sent.value.as_deref().unwrap_or_default().to_string();
+                                }
+                            }
+                            self.create_topic_locked(&mut st, &name, partitions, configs, req.validate_only)
+                                .map(|()| described)
+                        }
+                    }
                 };
                 let mut r = create_topics_response::CreatableTopicResult::default()
                     .with_name(t.name.clone())
-                    .with_error_code(result.err().map_or(0, |e| e.code()));
+                    .with_error_code(result.as_ref().err().map_or(0, |e| e.code()))
+                    .with_error_message(message.map(|m| s(&m)));
                 if version >= 5 {
                     r = r
                         .with_num_partitions(if result.is_ok() { partitions } else { -1 })
                         .with_replication_factor(if result.is_ok() { replication } else { -1 });
+                    if let Ok(described) = &result {
+                        r = r.with_configs(Some(described.iter().map(created_config).collect()));
+                    }
                 }
                 if version >= 7
                     && let Some(topic) = st.topics.get(&name)
