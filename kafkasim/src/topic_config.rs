@@ -448,20 +448,9 @@ impl TopicConfigs {
         self.overrides.remove(name);
     }
 
-    /// Every override replaced by `other`'s (AlterConfigs' semantics).
-    pub(crate) fn replace(&mut self, other: TopicConfigs) {
-        *self = other;
-    }
-
     fn long(&self, name: &str) -> i64 {
         let raw = self.get(name).or_else(|| lookup(name).map(|d| d.default)).unwrap_or("0");
         raw.trim().parse().unwrap_or(0)
-    }
-
-    /// The effective value of `name` (its override, else its default), as a string.
-    pub fn effective(&self, name: &str, broker: &BrokerDefaults) -> Option<String> {
-        let def = lookup(name)?;
-        Some(self.describe_one(def, broker).value)
     }
 
     /// The largest record batch a producer may append, in bytes (`max.message.bytes`, else the

@@ -136,7 +136,7 @@ impl Cluster {
                     r.configs.iter().map(|c| (c.name.as_str(), c.value.as_deref())).collect();
                 let result = if r.resource_type == TOPIC {
                     self.alter_topic(&mut st, name, req.validate_only, |configs| {
-                        configs.replace(TopicConfigs::from_pairs(pairs.iter().copied())?);
+                        *configs = TopicConfigs::from_pairs(pairs.iter().copied())?;
                         Ok(())
                     })
                 } else {
