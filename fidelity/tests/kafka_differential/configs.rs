@@ -190,6 +190,19 @@ async fn incremental(
     Ok(format!("{} {}", code(r.responses[0].error_code), message(&r.responses[0].error_message)))
 }
 
+/// Waits until the broker has applied every metadata change made so far: Kafka applies a config
+/// change from its metadata log after answering the alter, in log order, so once a topic
+/// created afterwards is usable the change is visible to DescribeConfigs (kafkasim applies both
+/// at once). `n` names the barrier topic.
+async fn applied(c: &mut Conn, ctx: &Ctx, n: usize) -> R {
+    let barrier = ctx.name(&format!("barrier{n}"));
+    let created = create_topic(c, &barrier, 1).await?;
+    if created != "NONE" {
+        return Err(format!("creating {barrier}: {created}"));
+    }
+    wait_topic_ready(c, &barrier, 1).await
+}
+
 async fn overrides(c: &mut Conn, topic: &str) -> R<String> {
     let keys = ["cleanup.policy", "max.message.bytes", "retention.ms", "segment.ms"];
     let (_, lines) = describe(c, topic, Some(&keys), false, DESCRIBE_CONFIGS_V).await?;
@@ -233,8 +246,9 @@ pub async fn incremental_alter_configs_operations(ctx: &Ctx) -> R {
         ("delete an unknown name", vec![alterable("no.such", DELETE, None)], false),
         ("an unknown operation", vec![alterable("segment.ms", 9, Some("1000"))], false),
     ];
-    for (label, ops, validate_only) in steps {
+    for (n, (label, ops, validate_only)) in steps.into_iter().enumerate() {
         let result = incremental(&mut c, &topic, ops, validate_only).await?;
+        applied(&mut c, ctx, n).await?;
         ctx.note(label, format!("{result} -> {}", overrides(&mut c, &topic).await?));
     }
     let result =
@@ -248,13 +262,16 @@ pub async fn alter_configs_replaces_every_override(ctx: &Ctx) -> R {
     let mut c = connect(ctx, "admin").await?;
     let topic = ctx.name("t");
     create_with(&mut c, &topic, &[("retention.ms", Some("60000")), ("cleanup.policy", Some("compact"))]).await?;
-    for (label, configs, validate_only) in [
+    for (n, (label, configs, validate_only)) in [
         ("validate only, segment.ms", vec![("segment.ms", Some("1000"))], true),
         ("replace with segment.ms", vec![("segment.ms", Some("1000"))], false),
         ("an invalid value", vec![("segment.ms", Some("0"))], false),
         ("an unknown name", vec![("no.such", Some("1"))], false),
         ("nothing", vec![], false),
-    ] {
+    ]
+    .into_iter()
+    .enumerate()
+    {
         let q = AlterConfigsRequest::default().with_validate_only(validate_only).with_resources(vec![
             alter_configs_request::AlterConfigsResource::default()
                 .with_resource_type(TOPIC)
@@ -270,6 +287,7 @@ pub async fn alter_configs_replaces_every_override(ctx: &Ctx) -> R {
         ]);
         let r = send(&mut c, q, ALTER_CONFIGS_V).await?;
         let result = format!("{} {}", code(r.responses[0].error_code), message(&r.responses[0].error_message));
+        applied(&mut c, ctx, n).await?;
         ctx.note(label, format!("{result} -> {}", overrides(&mut c, &topic).await?));
     }
     Ok(())
