@@ -141,13 +141,32 @@ pub fn encode_batch<'a>(
     records: impl IntoIterator<Item = (Option<&'a [u8]>, Option<&'a [u8]>, i64, RecordHeaders)>,
     producer: Option<(i64, i16, i32)>,
 ) -> Result<Bytes, Error> {
+    encode(records, producer, false)
+}
+
+/// [`record_batch`] as a transactional producer sends it (the batch's transactional flag set,
+/// KIP-98): `producer` is `(producer id, epoch, base sequence)` of a transactional id's
+/// producer, and the partition must be in its open transaction (AddPartitionsToTxn).
+///
+/// # Errors
+/// [`Error::Encode`].
+pub fn transactional_record_batch(records: &[RecordInput<'_>], producer: (i64, i16, i32)) -> Result<Bytes, Error> {
+    let with_headers = records.iter().map(|&(key, value, ts)| (key, value, ts, RecordHeaders::default()));
+    encode(with_headers, Some(producer), true)
+}
+
+fn encode<'a>(
+    records: impl IntoIterator<Item = (Option<&'a [u8]>, Option<&'a [u8]>, i64, RecordHeaders)>,
+    producer: Option<(i64, i16, i32)>,
+    transactional: bool,
+) -> Result<Bytes, Error> {
     use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
     let (producer_id, producer_epoch, base_sequence) = producer.unwrap_or((-1, -1, -1));
     let records: Vec<Record> = records
         .into_iter()
         .enumerate()
         .map(|(i, (key, value, ts, headers))| Record {
-            transactional: false,
+            transactional,
             control: false,
             delete_horizon: false,
             partition_leader_epoch: 0,

@@ -31,7 +31,9 @@ pub const RESPONSE_BYTES_MAX: usize = 256 * 1024 * 1024;
 /// The API keys served and their version ranges `(key, min, max)`, as ApiVersions advertises
 /// them. Each range is within what `kafka-protocol` 0.18 encodes; upper ends stop before
 /// features the fake does not model (topic ids in Fetch/OffsetCommit, KIP-848 fields in
-/// OffsetFetch, transactional InitProducerId v5+).
+/// OffsetFetch, InitProducerId v5+, and transaction version 2 of KIP-890 part 2: Produce v12,
+/// EndTxn v5, AddPartitionsToTxn v4+ which only brokers send, AddOffsetsToTxn and
+/// TxnOffsetCommit v4+ with `TRANSACTION_ABORTABLE`).
 pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Produce, 3, 11),
     (ApiKey::Fetch, 4, 12),
@@ -53,6 +55,10 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::AlterConfigs, 0, 2),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
+    (ApiKey::AddPartitionsToTxn, 0, 3),
+    (ApiKey::AddOffsetsToTxn, 0, 3),
+    (ApiKey::EndTxn, 0, 3),
+    (ApiKey::TxnOffsetCommit, 0, 3),
 ];
 
 /// The served version range of `key`, if it is served.
@@ -162,6 +168,10 @@ request_bodies!(
     DescribeConfigs(DescribeConfigsRequest),
     AlterConfigs(AlterConfigsRequest),
     IncrementalAlterConfigs(IncrementalAlterConfigsRequest),
+    AddPartitionsToTxn(AddPartitionsToTxnRequest),
+    AddOffsetsToTxn(AddOffsetsToTxnRequest),
+    EndTxn(EndTxnRequest),
+    TxnOffsetCommit(TxnOffsetCommitRequest),
 );
 
 /// Decodes one request frame (without its size prefix).

@@ -132,6 +132,9 @@ pub struct PartitionView {
     pub log_start: i64,
     /// The high watermark.
     pub high_watermark: i64,
+    /// The last stable offset: the first offset of the earliest open transaction, else the high
+    /// watermark (what a `read_committed` consumer reads up to).
+    pub last_stable_offset: i64,
     /// The batches in offset order.
     pub batches: Vec<BatchView>,
 }

@@ -45,6 +45,7 @@ pub mod producer_ids;
 pub mod rdkafka;
 pub mod requests;
 pub mod topic_config;
+pub(crate) mod transactions;
 
 pub use broker::{Cluster, ClusterBuilder, Control};
 pub use client::Client;

@@ -12,6 +12,11 @@
 //!   starts before it (the client skips the records below its offset), up to a byte budget; the
 //!   first batch of a fetch response goes out whatever its size (KIP-74), no other (Kafka would
 //!   send a truncated last batch that clients drop; here it is left out);
+//! - transactions (KIP-98): a transactional batch opens its producer's transaction on the
+//!   partition at its base offset; a control batch (an EndTxn marker) closes it; the last stable
+//!   offset (LSO) is the first offset of the earliest open transaction, else the high watermark;
+//!   an aborted transaction is remembered as `(producer id, first offset, marker offset)` for
+//!   `read_committed` fetches (Kafka's `.txnindex`);
 //! - retention by size: beyond [`crate::broker::ClusterBuilder::partition_bytes_max`] the oldest
 //!   batches are dropped and the log start offset moves past them.
 
@@ -128,6 +133,18 @@ pub struct StoredBatch {
     pub bytes: Bytes,
 }
 
+/// An aborted transaction in a partition: what a `read_committed` fetch lists so the consumer
+/// drops its records (Fetch's `aborted_transactions`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AbortedTxn {
+    /// The producer id.
+    pub producer_id: i64,
+    /// The offset of the transaction's first batch in this partition.
+    pub first_offset: i64,
+    /// The offset of its abort marker.
+    pub last_offset: i64,
+}
+
 /// One partition's log.
 #[derive(Debug, Clone, Default)]
 pub struct PartitionLog {
@@ -135,6 +152,58 @@ pub struct PartitionLog {
     log_start: i64,
     log_end: i64,
     bytes: usize,
+    /// Open transactions: producer id → the offset of its first batch here.
+    open: std::collections::BTreeMap<i64, i64>,
+    aborted: Vec<AbortedTxn>,
+}
+
+/// A transaction marker's kind (the control record's key type).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Marker {
+    /// type 0.
+    Abort,
+    /// type 1.
+    Commit,
+}
+
+/// Encodes an EndTxn marker as Kafka writes it: one control record in a transactional v2 batch
+/// of `producer`, base sequence -1; key = version 0 and the marker type (i16 each), value =
+/// version 0 and the coordinator epoch (i16, i32) (`EndTransactionMarker`).
+pub fn marker_batch(producer: (i64, i16), marker: Marker, coordinator_epoch: i32, timestamp_ms: i64) -> IncomingBatch {
+    use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+    let kind: i16 = match marker {
+        Marker::Abort => 0,
+        Marker::Commit => 1,
+    };
+    let mut key = BytesMut::new();
+    key.extend_from_slice(&0i16.to_be_bytes());
+    key.extend_from_slice(&kind.to_be_bytes());
+    let mut value = BytesMut::new();
+    value.extend_from_slice(&0i16.to_be_bytes());
+    value.extend_from_slice(&coordinator_epoch.to_be_bytes());
+    let record = Record {
+        transactional: true,
+        control: true,
+        partition_leader_epoch: 0,
+        producer_id: producer.0,
+        producer_epoch: producer.1,
+        timestamp_type: TimestampType::Creation,
+        offset: 0,
+        sequence: -1,
+        timestamp: timestamp_ms,
+        key: Some(key.freeze()),
+        value: Some(value.freeze()),
+        headers: Default::default(),
+        delete_horizon: false,
+    };
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        [&record],
+        &RecordEncodeOptions { version: 2, compression: Compression::None },
+    )
+    .expect("a control record encodes");
+    validate_batch(&buf.freeze(), usize::MAX).expect("a control batch is a valid batch")
 }
 
 impl PartitionLog {
@@ -146,6 +215,42 @@ impl PartitionLog {
     /// The high watermark: here the log end offset (see the module doc).
     pub fn high_watermark(&self) -> i64 {
         self.log_end
+    }
+
+    /// The last stable offset: the first offset of the earliest open transaction, else the
+    /// high watermark.
+    pub fn last_stable_offset(&self) -> i64 {
+        self.open.values().copied().min().unwrap_or(self.log_end).max(self.log_start)
+    }
+
+    /// Whether `producer_id` has an open transaction here.
+    pub fn has_open_transaction(&self, producer_id: i64) -> bool {
+        self.open.contains_key(&producer_id)
+    }
+
+    /// The aborted transactions a `read_committed` fetch from `offset` up to `end` (exclusive)
+    /// must list: those whose records overlap that range, by first offset.
+    pub fn aborted_between(&self, offset: i64, end: i64) -> Vec<AbortedTxn> {
+        let mut out: Vec<AbortedTxn> =
+            self.aborted.iter().filter(|a| a.last_offset >= offset && a.first_offset < end).copied().collect();
+        out.sort_by_key(|a| a.first_offset);
+        out
+    }
+
+    /// Appends an EndTxn marker batch ([`marker_batch`]) and closes its producer's open
+    /// transaction here, if any (an added partition the transaction never wrote to gets a
+    /// marker too, as Kafka writes one to every partition of the transaction); returns the
+    /// marker's offset. An abort is remembered for `read_committed` fetches.
+    pub fn append_marker(&mut self, batch: &IncomingBatch, leader_epoch: i32, marker: Marker, bytes_max: usize) -> i64 {
+        let producer_id = batch.info.producer_id;
+        let first = self.open.remove(&producer_id);
+        let at = self.append(batch, leader_epoch, bytes_max);
+        if marker == Marker::Abort
+            && let Some(first_offset) = first
+        {
+            self.aborted.push(AbortedTxn { producer_id, first_offset, last_offset: at });
+        }
+        at
     }
 
     /// The batches in offset order.
@@ -171,6 +276,9 @@ impl PartitionLog {
             self.batches.back().is_none_or(|b| b.last_offset < base),
             "log: batch offsets increase (the last batch ends before the log end offset)"
         );
+        if batch.info.transactional && !batch.info.control {
+            self.open.entry(batch.info.producer_id).or_insert(base);
+        }
         self.batches.push_back(StoredBatch {
             base_offset: base,
             last_offset: base + count - 1,
@@ -187,6 +295,8 @@ impl PartitionLog {
             self.bytes = self.bytes.checked_sub(dropped.bytes.len()).expect("log: bytes held count every batch");
             self.log_start = dropped.last_offset + 1;
         }
+        let start = self.log_start;
+        self.aborted.retain(|a| a.last_offset >= start);
         assert!(
             self.log_start <= self.log_end,
             "log: log start {} <= log end offset (high watermark) {}",
@@ -196,13 +306,14 @@ impl PartitionLog {
         base
     }
 
-    /// Whole batches from the one holding `offset`, within `bytes_max` bytes; with
+    /// Whole batches from the one holding `offset` up to the one before `end` (the high
+    /// watermark, or the last stable offset for `read_committed`), within `bytes_max` bytes; with
     /// `at_least_one`, the first batch whatever its size (KIP-74: the first batch of a fetch
     /// response). `offset` must be within `log_start ..= high_watermark`.
-    pub fn read(&self, offset: i64, bytes_max: usize, at_least_one: bool) -> Vec<Bytes> {
+    pub fn read(&self, offset: i64, end: i64, bytes_max: usize, at_least_one: bool) -> Vec<Bytes> {
         let mut out = Vec::new();
         let mut size = 0usize;
-        for batch in self.batches.iter().filter(|b| b.last_offset >= offset) {
+        for batch in self.batches.iter().filter(|b| b.last_offset >= offset).take_while(|b| b.base_offset < end) {
             let exempt = at_least_one && out.is_empty();
             if !exempt && size + batch.bytes.len() > bytes_max {
                 break;

@@ -70,6 +70,12 @@ impl ProducerIds {
         Ok((id, 0))
     }
 
+    /// Sets the current epoch of `id` (a transactional id's InitProducerId or a coordinator's
+    /// abort bumped it): batches of older epochs are refused from now on.
+    pub fn fence(&mut self, id: i64, epoch: i16) {
+        self.epochs.insert(id, epoch);
+    }
+
     /// Checks a batch's `(producer id, epoch, first..=last sequence)` for `topic`/`partition`.
     pub fn check(&self, producer: (i64, i16), topic: &str, partition: i32, first: i32, last: i32) -> SequenceCheck {
         let (id, epoch) = producer;

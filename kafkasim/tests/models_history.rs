@@ -411,6 +411,7 @@ fn facts_with_log(partition: i32, log_start: i64, high_watermark: i64) -> Facts 
             leader_epoch: 0,
             log_start,
             high_watermark,
+            last_stable_offset: high_watermark,
             batches: Vec::new(),
         },
     );

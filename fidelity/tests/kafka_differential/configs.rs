@@ -1,5 +1,6 @@
 //! Raw-protocol scenarios about topic configs (CreateTopics' configs, DescribeConfigs,
-//! IncrementalAlterConfigs, AlterConfigs, per-topic limits) and the internal `__consumer_offsets`.
+//! IncrementalAlterConfigs, AlterConfigs, per-topic limits) and the internal topics
+//! `__consumer_offsets` and `__transaction_state`.
 
 use std::time::Duration;
 
@@ -325,25 +326,38 @@ pub async fn produce_follows_the_topics_max_message_bytes(ctx: &Ctx) -> R {
 pub async fn consumer_offsets_is_an_internal_topic(ctx: &Ctx) -> R {
     let mut c = connect(ctx, "admin").await?;
     coordinator_ready(&mut c, &ctx.name("g")).await?;
-    let offsets = "__consumer_offsets";
-    let m = send(&mut c, metadata_request(&[offsets], false), METADATA_V).await?;
+    internal_topic(ctx, &mut c, "__consumer_offsets").await
+}
+
+/// After a transactional id's FindCoordinator, `__transaction_state` is in Metadata as internal
+/// with 50 partitions and its own configs; producing to it is refused.
+pub async fn transaction_state_is_an_internal_topic(ctx: &Ctx) -> R {
+    let mut c = connect(ctx, "admin").await?;
+    find_coordinator(&mut c, &ctx.name("txn"), 1, Duration::from_secs(10)).await?;
+    internal_topic(ctx, &mut c, "__transaction_state").await
+}
+
+/// Notes what Metadata, DescribeConfigs (the topic's own overrides) and Produce say of the
+/// internal topic `name`.
+async fn internal_topic(ctx: &Ctx, c: &mut Conn, name: &str) -> R {
+    let m = send(c, metadata_request(&[name], false), METADATA_V).await?;
     let t = &m.topics[0];
     let led = t.partitions.iter().filter(|p| p.leader_id.0 >= 0).count();
     ctx.note(
-        "metadata of __consumer_offsets",
+        format!("metadata of {name}"),
         format!("{} internal={} partitions={} led={led}", code(t.error_code), t.is_internal, t.partitions.len()),
     );
-    let all = send(&mut c, MetadataRequest::default().with_topics(None), METADATA_V).await?;
-    let listed = all.topics.iter().find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == offsets));
+    let all = send(c, MetadataRequest::default().with_topics(None), METADATA_V).await?;
+    let listed = all.topics.iter().find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == name));
     ctx.note("metadata of all topics lists it", format!("{:?}", listed.map(|t| t.is_internal)));
-    let (_, lines) = describe(&mut c, offsets, None, false, DESCRIBE_CONFIGS_V).await?;
+    let (_, lines) = describe(c, name, None, false, DESCRIBE_CONFIGS_V).await?;
     let own: Vec<&str> = lines
         .iter()
         .filter(|l| l.contains(" source=1 "))
         .map(|l| l.split(" source=").next().unwrap_or_default())
         .collect();
     ctx.note("its own configs", own.join(", "));
-    let (produced, _) = produce(&mut c, offsets, 0, batch(&["a"], 1000, None)?, 1).await?;
+    let (produced, _) = produce(c, name, 0, batch(&["a"], 1000, None)?, 1).await?;
     ctx.note("produce to it", produced);
     Ok(())
 }

@@ -16,6 +16,7 @@ mod configs;
 mod groups;
 mod sessions;
 mod support;
+mod transactions;
 mod wire;
 
 use std::process::ExitCode;
@@ -66,14 +67,16 @@ fn scenarios() -> Vec<Scenario> {
         scenario!(configs::alter_configs_replaces_every_override),
         scenario!(configs::produce_follows_the_topics_max_message_bytes),
         scenario!(configs::consumer_offsets_is_an_internal_topic),
+        scenario!(configs::transaction_state_is_an_internal_topic),
         scenario!(wire::api_versions_must_name_the_client_software),
         scenario!(wire::init_producer_id_without_and_with_an_empty_transactional_id),
         scenario!(wire::unknown_api_key_closes_the_connection),
         scenario!(groups::find_coordinator_for_groups_and_transactions),
-        scenario!(
-            groups::find_coordinator_for_a_transactional_id,
-            Some(Known { id: "transactions-are-not-served", steps: &["transaction coordinator"] })
-        ),
+        scenario!(groups::find_coordinator_for_a_transactional_id),
+        scenario!(transactions::transactions_commit_abort_and_read_committed),
+        scenario!(transactions::transactions_fence_the_previous_producer),
+        scenario!(transactions::txn_offset_commit_applies_on_commit),
+        scenario!(transactions::an_open_transaction_times_out),
         scenario!(groups::join_sync_heartbeat_leave),
         scenario!(groups::second_member_triggers_a_rebalance),
         scenario!(groups::commit_during_a_rebalance_is_rebalance_in_progress),

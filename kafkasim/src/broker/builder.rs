@@ -119,6 +119,7 @@ impl ClusterBuilder {
                     topics: BTreeMap::new(),
                     groups: Coordinator::default(),
                     producers: ProducerIds::default(),
+                    transactions: Default::default(),
                     faults: FaultSet::default(),
                     coordinators: BTreeMap::new(),
                     next_topic: 0,

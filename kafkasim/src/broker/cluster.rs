@@ -15,6 +15,7 @@ use crate::introspect::{GroupEvent, Journal};
 use crate::log::PartitionLog;
 use crate::producer_ids::ProducerIds;
 use crate::topic_config::{BrokerDefaults, TopicConfigs};
+use crate::transactions::Transactions;
 
 /// Topics one cluster holds.
 pub const TOPICS_MAX: usize = 100_000;
@@ -68,6 +69,8 @@ pub(crate) struct State {
     /// The group coordinator and its groups.
     pub(super) groups: Coordinator,
     pub(super) producers: ProducerIds,
+    /// The transaction coordinator's transactional ids.
+    pub(super) transactions: Transactions,
     pub(super) faults: FaultSet,
     /// Moved coordinators, by group.
     pub(super) coordinators: BTreeMap<String, i32>,

@@ -208,7 +208,17 @@ impl Cluster {
             RequestBody::Produce(r) => return self.produce(broker, version, &r),
             RequestBody::Fetch(r) => ResponseBody::Fetch(self.fetch(broker, version, &r).await),
             RequestBody::ListOffsets(r) => ResponseBody::ListOffsets(self.list_offsets(broker, version, &r)),
-            RequestBody::InitProducerId(r) => ResponseBody::InitProducerId(self.init_producer_id(broker, &r)),
+            RequestBody::InitProducerId(r) => ResponseBody::InitProducerId(self.init_producer_id(broker, version, &r)),
+            RequestBody::AddPartitionsToTxn(r) => {
+                ResponseBody::AddPartitionsToTxn(self.add_partitions_to_txn(broker, version, &r))
+            }
+            RequestBody::AddOffsetsToTxn(r) => {
+                ResponseBody::AddOffsetsToTxn(self.add_offsets_to_txn(broker, version, &r))
+            }
+            RequestBody::EndTxn(r) => ResponseBody::EndTxn(self.end_txn(broker, version, &r)),
+            RequestBody::TxnOffsetCommit(r) => {
+                ResponseBody::TxnOffsetCommit(self.txn_offset_commit(broker, version, &r))
+            }
             RequestBody::FindCoordinator(r) => {
                 ResponseBody::FindCoordinator(self.find_coordinator(broker, version, &r))
             }
@@ -293,6 +303,12 @@ fn parts(request: &DecodedRequest) -> Vec<Part<'_>> {
             r.groups.iter().map(|g| Part { group: Some(g.0.as_str()), ..Part::default() }).collect()
         }
         RequestBody::FindCoordinator(r) => group(r.key.as_str()),
+        // The transaction coordinator's requests select on their transactional id as the group.
+        RequestBody::InitProducerId(r) => r.transactional_id.as_ref().map_or_else(Vec::new, |t| group(t.0.as_str())),
+        RequestBody::AddPartitionsToTxn(r) => group(r.v3_and_below_transactional_id.0.as_str()),
+        RequestBody::AddOffsetsToTxn(r) => group(r.transactional_id.0.as_str()),
+        RequestBody::EndTxn(r) => group(r.transactional_id.0.as_str()),
+        RequestBody::TxnOffsetCommit(r) => group(r.group_id.0.as_str()),
         _ => Vec::new(),
     };
     out.push(Part::default());

@@ -20,8 +20,10 @@ impl Cluster {
         req: &FindCoordinatorRequest,
     ) -> FindCoordinatorResponse {
         let mut st = self.lock();
-        if req.key_type == 0 {
-            self.ensure_offsets_topic(&mut st);
+        match req.key_type {
+            0 => self.ensure_offsets_topic(&mut st),
+            1 => self.ensure_transaction_state_topic(&mut st),
+            _ => {}
         }
         let st = st;
         let keys: Vec<String> = if version >= 4 {
@@ -31,9 +33,9 @@ impl Cluster {
         };
         let answer = |key: &str| -> Result<(i32, String, i32), E> {
             match req.key_type {
-                0 => {}
-                // Transaction (1) and share (2) coordinators are not modelled yet.
-                1 | 2 => return Err(E::CoordinatorNotAvailable),
+                0 | 1 => {}
+                // Share coordinators (KIP-932) are not modelled.
+                2 => return Err(E::CoordinatorNotAvailable),
                 // Kafka's CoordinatorType.forId refuses any other key type.
                 _ => return Err(E::InvalidRequest),
             }

@@ -80,7 +80,8 @@ impl Cluster {
                                 .with_last_stable_offset(-1)
                                 .with_log_start_offset(-1);
                         }
-                        r = r.with_high_watermark(hw).with_last_stable_offset(hw);
+                        let lso = p.log.last_stable_offset();
+                        r = r.with_high_watermark(hw).with_last_stable_offset(lso);
                         if version >= 5 {
                             r = r.with_log_start_offset(p.log.log_start());
                         }
@@ -89,7 +90,24 @@ impl Cluster {
                         // what is left of max_bytes; the response's first batch goes out whatever
                         // its size, no other batch beyond the limits.
                         let first = total == 0;
-                        let batches = p.log.read(fp.fetch_offset, partition_max.min(budget), first);
+                        // READ_COMMITTED (1) reads below the last stable offset and lists the
+                        // aborted transactions in what it read.
+                        let committed = version >= 4 && req.isolation_level == 1;
+                        let end = if committed { lso } else { hw };
+                        let batches = p.log.read(fp.fetch_offset, end, partition_max.min(budget), first);
+                        if committed {
+                            let aborted = p
+                                .log
+                                .aborted_between(fp.fetch_offset, end)
+                                .into_iter()
+                                .map(|a| {
+                                    fetch_response::AbortedTransaction::default()
+                                        .with_producer_id(ProducerId(a.producer_id))
+                                        .with_first_offset(a.first_offset)
+                                })
+                                .collect();
+                            r = r.with_aborted_transactions(Some(aborted));
+                        }
                         let size: usize = batches.iter().map(Bytes::len).sum();
                         total += size;
                         budget = budget.saturating_sub(size);
@@ -149,6 +167,7 @@ impl Cluster {
                         }
                         let (offset, timestamp) = match lp.timestamp {
                             -2 => (p.log.log_start(), -1),
+                            -1 if req.isolation_level == 1 => (p.log.last_stable_offset(), -1),
                             -1 => (p.log.high_watermark(), -1),
                             -3 if version >= 7 => p.log.max_timestamp().unwrap_or((-1, -1)),
                             ts if ts >= 0 => p.log.offset_for_timestamp(ts).unwrap_or((-1, -1)),

@@ -23,6 +23,7 @@
 //! | `produce` | Produce and InitProducerId |
 //! | `fetch` | Fetch and ListOffsets |
 //! | `coordination` | FindCoordinator, and the cluster as the group coordinator's env |
+//! | `txn` | the transaction coordinator: InitProducerId with a transactional id, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn |
 //! | `views` | introspection for oracles |
 
 mod builder;
@@ -34,6 +35,7 @@ mod coordination;
 mod fetch;
 mod produce;
 mod topics;
+mod txn;
 mod views;
 
 pub use builder::ClusterBuilder;

@@ -30,8 +30,6 @@ impl Cluster {
                         .map(|p| {
                             let result = if !acks_ok {
                                 Err(E::InvalidRequiredAcks.code())
-                            } else if req.transactional_id.is_some() {
-                                Err(E::TransactionalIdAuthorizationFailed.code())
                             } else {
                                 self.append(st, broker, &name, p).inspect(|(base, last)| {
                                     if *last >= *base {
@@ -115,6 +113,13 @@ impl Cluster {
         }
         let records = p.records.clone().unwrap_or_default();
         let batch = validate_batch(&records, bytes_max).map_err(|e| e.code())?;
+        if batch.info.control {
+            // Kafka's LogValidator: clients may not append control records.
+            return Err(E::InvalidRecord.code());
+        }
+        if batch.info.transactional {
+            Self::check_transactional_append(st, batch.info.producer_id, topic, p.index).map_err(|e| e.code())?;
+        }
         let producer = (batch.info.producer_id, batch.info.producer_epoch);
         let seq = (batch.info.base_sequence, batch.last_sequence());
         match st.producers.check(producer, topic, p.index, seq.0, seq.1) {
@@ -130,7 +135,12 @@ impl Cluster {
         }
     }
 
-    pub(super) fn init_producer_id(&self, broker: i32, req: &InitProducerIdRequest) -> InitProducerIdResponse {
+    pub(super) fn init_producer_id(
+        &self,
+        broker: i32,
+        version: i16,
+        req: &InitProducerIdRequest,
+    ) -> InitProducerIdResponse {
         let mut st = self.lock();
         let r = InitProducerIdResponse::default().with_producer_id(ProducerId(-1)).with_producer_epoch(-1);
         if let Some(code) = st.faults.error_for(ApiKey::InitProducerId, broker, Part::default()) {
@@ -140,9 +150,15 @@ impl Cluster {
             // Kafka's transaction coordinator refuses an empty transactional id.
             return r.with_error_code(E::InvalidRequest.code());
         }
-        if req.transactional_id.is_some() {
-            // Transactions are not modelled yet.
-            return r.with_error_code(E::TransactionalIdAuthorizationFailed.code());
+        if let Some(id) = req.transactional_id.as_ref().map(|t| t.0.to_string()) {
+            return match self.init_transactional(&mut st, broker, version, &id, req) {
+                Ok((pid, epoch)) => {
+                    drop(st);
+                    self.record("kafka.producer.init", &format!("producer-{pid}"), format!("epoch {epoch} txn {id}"));
+                    InitProducerIdResponse::default().with_producer_id(ProducerId(pid)).with_producer_epoch(epoch)
+                }
+                Err(e) => r.with_error_code(e.code()),
+            };
         }
         let existing = (req.producer_id.0 >= 0).then_some((req.producer_id.0, req.producer_epoch));
         match st.producers.init(existing) {

@@ -10,6 +10,7 @@ use super::cluster::{Cluster, PARTITIONS_MAX, Partition, State, TOPICS_MAX, Topi
 use crate::faults::Part;
 use crate::log::PartitionLog;
 use crate::topic_config::{Described, TopicConfigs};
+use crate::transactions::{TRANSACTION_STATE_PARTITIONS, TRANSACTION_STATE_TOPIC};
 
 /// The group coordinator's internal topic.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
@@ -48,15 +49,32 @@ impl Cluster {
     /// internal topic's configs, listed in Metadata with `is_internal`. kafkasim keeps commits in
     /// its coordinator, so this log stays empty.
     pub(super) fn ensure_offsets_topic(&self, st: &mut State) {
-        if st.topics.contains_key(OFFSETS_TOPIC) {
-            return;
-        }
         let configs = TopicConfigs::default()
             .with("cleanup.policy", "compact")
             .with("compression.type", "producer")
             .with("segment.bytes", "104857600");
-        if self.create_topic_locked(st, OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS, configs, false).is_ok()
-            && let Some(t) = st.topics.get_mut(OFFSETS_TOPIC)
+        self.ensure_internal_topic(st, OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS, configs);
+    }
+
+    /// `__transaction_state`, created by the first transactional FindCoordinator
+    /// (Kafka's `TransactionStateManager.transactionTopicConfigs`; the configs as Kafka 4.2 lists
+    /// them, measured by the differential scenario `transaction_state_is_an_internal_topic`).
+    pub(super) fn ensure_transaction_state_topic(&self, st: &mut State) {
+        let configs = TopicConfigs::default()
+            .with("cleanup.policy", "compact")
+            .with("compression.type", "uncompressed")
+            .with("min.insync.replicas", "1")
+            .with("segment.bytes", "104857600")
+            .with("unclean.leader.election.enable", "false");
+        self.ensure_internal_topic(st, TRANSACTION_STATE_TOPIC, TRANSACTION_STATE_PARTITIONS, configs);
+    }
+
+    fn ensure_internal_topic(&self, st: &mut State, name: &str, partitions: i32, configs: TopicConfigs) {
+        if st.topics.contains_key(name) {
+            return;
+        }
+        if self.create_topic_locked(st, name, partitions, configs, false).is_ok()
+            && let Some(t) = st.topics.get_mut(name)
         {
             t.internal = true;
         }
@@ -110,7 +128,7 @@ impl Cluster {
         id[8..].copy_from_slice(&st.next_topic.to_be_bytes());
         st.topics
             .insert(name.to_string(), Topic { id: uuid::Uuid::from_bytes(id), partitions, configs, internal: false });
-        if name != OFFSETS_TOPIC {
+        if name != OFFSETS_TOPIC && name != TRANSACTION_STATE_TOPIC {
             self.record("kafka.topic.create", name, format!("{count} partitions"));
         }
         Ok(())
@@ -136,6 +154,8 @@ impl Cluster {
                     for n in &names {
                         if n == OFFSETS_TOPIC {
                             self.ensure_offsets_topic(&mut st);
+                        } else if n == TRANSACTION_STATE_TOPIC {
+                            self.ensure_transaction_state_topic(&mut st);
                         } else if !st.topics.contains_key(n) && valid_topic_name(n) {
                             let partitions = self.inner.config.default_partitions;
                             let _ = self.create_topic_locked(&mut st, n, partitions, TopicConfigs::default(), false);
@@ -309,6 +329,7 @@ impl Cluster {
                     return r.with_error_code(E::UnknownTopicOrPartition.code());
                 }
                 st.producers.forget_topic(&name);
+                st.transactions.forget_topic(&name);
                 st.groups.forget_topic(&name);
                 self.record("kafka.topic.delete", &name, "");
                 r

@@ -53,6 +53,7 @@ impl Cluster {
             leader_epoch: p.leader_epoch,
             log_start: p.log.log_start(),
             high_watermark: p.log.high_watermark(),
+            last_stable_offset: p.log.last_stable_offset(),
             batches: p
                 .log
                 .batches()

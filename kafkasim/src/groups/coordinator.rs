@@ -79,6 +79,36 @@ impl Coordinator {
         self.groups.get(group)?.offsets.get(&(topic.to_string(), partition))
     }
 
+    /// TxnOffsetCommit's member check (v3+, KIP-447): with a generation or member id, the member
+    /// must be in the group at that generation; an unknown group, or neither given, passes.
+    ///
+    /// # Errors
+    /// `UNKNOWN_MEMBER_ID`, `FENCED_INSTANCE_ID`, `ILLEGAL_GENERATION`.
+    pub(crate) fn check_txn_member(
+        &self,
+        group: &str,
+        member_id: &str,
+        instance: Option<&str>,
+        generation: i32,
+    ) -> Result<(), kafka_protocol::ResponseError> {
+        let Some(g) = self.groups.get(group) else { return Ok(()) };
+        if generation < 0 && member_id.is_empty() {
+            return Ok(());
+        }
+        super::state::check_member(g, member_id, instance)?;
+        if generation >= 0 && generation != g.generation {
+            return Err(kafka_protocol::ResponseError::IllegalGeneration);
+        }
+        Ok(())
+    }
+
+    /// Stores offsets a committed transaction carried (TxnOffsetCommit, applied by its commit
+    /// marker); creates the group if it does not exist, as a plain commit does.
+    pub(crate) fn commit_transactional(&mut self, group: &str, topic: &str, partition: i32, committed: Committed) {
+        let g = self.groups.entry(group.to_string()).or_insert_with(Group::new);
+        g.offsets.insert((topic.to_string(), partition), committed);
+    }
+
     /// Forgets every group's offsets of a deleted topic.
     pub(crate) fn forget_topic(&mut self, topic: &str) {
         for g in self.groups.values_mut() {

@@ -53,5 +53,6 @@ mod tests;
 
 pub(crate) use coordinator::{Coordinator, Env, GroupConfig, Handle};
 pub(crate) use join::join;
+pub(crate) use state::Committed;
 pub use state::{GroupState, MEMBERS_MAX, OFFSET_METADATA_BYTES_MAX, PROTOCOLS_MAX};
 pub(crate) use sync::sync;

@@ -143,6 +143,7 @@ mod tests {
             leader_epoch: 0,
             log_start: 0,
             high_watermark: batches.len() as i64,
+            last_stable_offset: batches.len() as i64,
             batches: (0i64..)
                 .zip(batches)
                 .map(|(o, &(producer_id, producer_epoch))| BatchView {
