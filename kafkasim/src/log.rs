@@ -17,8 +17,18 @@
 //!   offset (LSO) is the first offset of the earliest open transaction, else the high watermark;
 //!   an aborted transaction is remembered as `(producer id, first offset, marker offset)` for
 //!   `read_committed` fetches (Kafka's `.txnindex`);
-//! - retention by size: beyond [`crate::broker::ClusterBuilder::partition_bytes_max`] the oldest
-//!   batches are dropped and the log start offset moves past them.
+//! - segments (Kafka's `LogSegment`s, with its `UnifiedLog.maybeRoll` rule): a new segment starts
+//!   before an append that would take the last one past `segment.bytes`, or when the batch's max
+//!   timestamp is more than `segment.ms` past the first batch of the last segment (its creation
+//!   time when that batch has none); a segment is the unit retention deletes;
+//! - retention ([`PartitionLog::delete_expired`], `UnifiedLog.deleteOldSegments`, run by the
+//!   cluster every `log.retention.check.interval.ms` of the clock): oldest first, the segments whose
+//!   largest timestamp is more than `retention.ms` old, then those whose removal keeps the log at
+//!   or above `retention.bytes`; the last segment too when it holds records (the log rolls an empty
+//!   one first), and the log start offset moves to the first offset kept;
+//! - a hard cap beyond [`crate::broker::ClusterBuilder::partition_bytes_max`]: the oldest
+//!   batches are dropped at once and the log start offset moves past them (not Kafka: a bound on
+//!   the fake's memory).
 
 use std::collections::VecDeque;
 
@@ -145,10 +155,65 @@ pub struct AbortedTxn {
     pub last_offset: i64,
 }
 
+/// How a partition's log rolls segments and how much it may hold: the topic's `segment.bytes`
+/// and `segment.ms`, and the cluster's cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogLimits {
+    /// `segment.bytes`: the most bytes one segment holds (a batch larger than that gets a segment
+    /// of its own).
+    pub segment_bytes: usize,
+    /// `segment.ms`, milliseconds.
+    pub segment_ms: i64,
+    /// [`crate::broker::ClusterBuilder::partition_bytes_max`].
+    pub partition_bytes_max: usize,
+}
+
+impl LogLimits {
+    /// Kafka's defaults (1 GiB segments, 7 days) and no cap.
+    pub const DEFAULT: LogLimits =
+        LogLimits { segment_bytes: 1 << 30, segment_ms: 604_800_000, partition_bytes_max: usize::MAX };
+}
+
+/// A segment: the batches from `base_offset` up to the next segment's base offset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Segment {
+    base_offset: i64,
+    bytes: usize,
+    /// The largest record timestamp in it (-1 when empty).
+    largest_timestamp: i64,
+    /// The max timestamp of its first batch (-1 when empty): what `segment.ms` counts from.
+    first_timestamp: i64,
+    /// When it was created, milliseconds since the epoch.
+    created_ms: i64,
+    /// When a batch was last appended to it (the segment file's modification time).
+    modified_ms: i64,
+}
+
+impl Segment {
+    fn new(base_offset: i64, created_ms: i64) -> Segment {
+        Segment {
+            base_offset,
+            bytes: 0,
+            largest_timestamp: -1,
+            first_timestamp: -1,
+            created_ms,
+            modified_ms: created_ms,
+        }
+    }
+
+    /// What `retention.ms` counts from: the largest record timestamp, else the time of the last
+    /// append (Kafka's `LogSegment.largestTimestamp`).
+    fn retention_timestamp(&self) -> i64 {
+        if self.largest_timestamp >= 0 { self.largest_timestamp } else { self.modified_ms }
+    }
+}
+
 /// One partition's log.
 #[derive(Debug, Clone, Default)]
 pub struct PartitionLog {
     batches: VecDeque<StoredBatch>,
+    /// Never empty once a batch was appended; the last is the active segment.
+    segments: VecDeque<Segment>,
     log_start: i64,
     log_end: i64,
     bytes: usize,
@@ -241,10 +306,17 @@ impl PartitionLog {
     /// transaction here, if any (an added partition the transaction never wrote to gets a
     /// marker too, as Kafka writes one to every partition of the transaction); returns the
     /// marker's offset. An abort is remembered for `read_committed` fetches.
-    pub fn append_marker(&mut self, batch: &IncomingBatch, leader_epoch: i32, marker: Marker, bytes_max: usize) -> i64 {
+    pub fn append_marker(
+        &mut self,
+        batch: &IncomingBatch,
+        leader_epoch: i32,
+        marker: Marker,
+        limits: &LogLimits,
+        now_ms: i64,
+    ) -> i64 {
         let producer_id = batch.info.producer_id;
         let first = self.open.remove(&producer_id);
-        let at = self.append(batch, leader_epoch, bytes_max);
+        let at = self.append(batch, leader_epoch, limits, now_ms);
         if marker == Marker::Abort
             && let Some(first_offset) = first
         {
@@ -263,9 +335,34 @@ impl PartitionLog {
         self.bytes
     }
 
-    /// Appends a validated batch under `leader_epoch`; returns its base offset. Drops the
-    /// oldest batches while the log holds more than `bytes_max` bytes (never the new one).
-    pub fn append(&mut self, batch: &IncomingBatch, leader_epoch: i32, bytes_max: usize) -> i64 {
+    /// The number of segments (at least one once a batch was appended).
+    pub fn segment_count(&self) -> usize {
+        self.segments.len()
+    }
+
+    /// Starts a new segment before appending `batch` at `now_ms` when the active one is full or
+    /// old (the module doc's rule).
+    fn maybe_roll(&mut self, batch: &IncomingBatch, limits: &LogLimits, now_ms: i64) {
+        let roll = match self.segments.back() {
+            None => true,
+            Some(seg) => {
+                let since = if seg.first_timestamp >= 0 { seg.first_timestamp } else { seg.created_ms };
+                let waited = if seg.first_timestamp >= 0 { batch.max_timestamp } else { now_ms }.saturating_sub(since);
+                seg.bytes > 0
+                    && (seg.bytes.saturating_add(batch.bytes.len()) > limits.segment_bytes
+                        || waited > limits.segment_ms)
+            }
+        };
+        if roll {
+            self.segments.push_back(Segment::new(self.log_end, now_ms));
+        }
+    }
+
+    /// Appends a validated batch under `leader_epoch` at `now_ms` (milliseconds since the epoch;
+    /// a segment's creation time); returns its base offset. Drops the oldest batches while the
+    /// log holds more than `limits.partition_bytes_max` bytes (never the new one).
+    pub fn append(&mut self, batch: &IncomingBatch, leader_epoch: i32, limits: &LogLimits, now_ms: i64) -> i64 {
+        self.maybe_roll(batch, limits, now_ms);
         let base = self.log_end;
         let mut bytes = BytesMut::from(&batch.bytes[..]);
         bytes[BASE_OFFSET].copy_from_slice(&base.to_be_bytes());
@@ -290,11 +387,99 @@ impl PartitionLog {
         });
         self.bytes += batch.bytes.len();
         self.log_end = base + count;
-        while self.bytes > bytes_max && self.batches.len() > 1 {
+        let seg = self.segments.back_mut().expect("maybe_roll made one");
+        seg.bytes += batch.bytes.len();
+        seg.largest_timestamp = seg.largest_timestamp.max(batch.max_timestamp);
+        seg.modified_ms = now_ms;
+        if seg.first_timestamp < 0 {
+            seg.first_timestamp = batch.max_timestamp;
+        }
+        while self.bytes > limits.partition_bytes_max && self.batches.len() > 1 {
             let dropped = self.batches.pop_front().expect("more than one batch");
             self.bytes = self.bytes.checked_sub(dropped.bytes.len()).expect("log: bytes held count every batch");
             self.log_start = dropped.last_offset + 1;
+            let first = self.segments.front_mut().expect("a batch is in a segment");
+            first.bytes = first.bytes.checked_sub(dropped.bytes.len()).expect("log: a segment counts its batches");
+            first.base_offset = self.log_start;
+            if first.bytes == 0 && self.segments.len() > 1 {
+                self.segments.pop_front();
+            }
         }
+        self.trimmed();
+        base
+    }
+
+    /// Retention (the module doc's rule) at `now_ms`, milliseconds since the epoch: deletes the
+    /// oldest segments older than `retention_ms`, then those beyond `retention_bytes`; returns the
+    /// number of records deleted.
+    pub fn delete_expired(&mut self, retention_ms: Option<u64>, retention_bytes: Option<u64>, now_ms: i64) -> i64 {
+        let before = self.log_start;
+        if let Some(ms) = retention_ms.and_then(|ms| i64::try_from(ms).ok()) {
+            let n = self
+                .segments
+                .iter()
+                .take_while(|s| s.bytes > 0 && now_ms.saturating_sub(s.retention_timestamp()) > ms)
+                .count();
+            self.delete_segments(n, now_ms);
+        }
+        if let Some(limit) = retention_bytes.and_then(|b| usize::try_from(b).ok())
+            && self.bytes >= limit
+        {
+            let mut over = self.bytes - limit;
+            let n = self
+                .segments
+                .iter()
+                .take_while(|s| {
+                    let fits = s.bytes > 0 && over >= s.bytes;
+                    if fits {
+                        over -= s.bytes;
+                    }
+                    fits
+                })
+                .count();
+            self.delete_segments(n, now_ms);
+        }
+        self.log_start - before
+    }
+
+    /// When [`PartitionLog::delete_expired`] will next delete something, in milliseconds since
+    /// the epoch (`i64::MIN`: now); `None` while nothing would ever expire. Only the oldest
+    /// segment counts: deletion stops at the first segment kept.
+    pub fn retention_due_ms(&self, retention_ms: Option<u64>, retention_bytes: Option<u64>) -> Option<i64> {
+        let first = self.segments.front().filter(|s| s.bytes > 0)?;
+        if retention_bytes
+            .and_then(|b| usize::try_from(b).ok())
+            .is_some_and(|limit| self.bytes >= limit.saturating_add(first.bytes))
+        {
+            return Some(i64::MIN);
+        }
+        let ms = i64::try_from(retention_ms?).ok()?;
+        Some(first.retention_timestamp().saturating_add(ms).saturating_add(1))
+    }
+
+    /// Deletes the `n` oldest segments; when that is all of them, an empty one starts at the
+    /// log end offset (Kafka rolls before deleting the active segment).
+    fn delete_segments(&mut self, n: usize, now_ms: i64) {
+        if n == 0 {
+            return;
+        }
+        if n == self.segments.len() {
+            self.segments.push_back(Segment::new(self.log_end, now_ms));
+        }
+        for _ in 0..n {
+            let seg = self.segments.pop_front().expect("n is at most the segment count");
+            self.bytes = self.bytes.checked_sub(seg.bytes).expect("log: bytes held count every segment");
+        }
+        let next = self.segments.front().map_or(self.log_end, |s| s.base_offset);
+        while self.batches.front().is_some_and(|b| b.base_offset < next) {
+            self.batches.pop_front();
+        }
+        self.log_start = next;
+        self.trimmed();
+    }
+
+    /// After the log start offset moved: forgets aborted transactions wholly before it.
+    fn trimmed(&mut self) {
         let start = self.log_start;
         self.aborted.retain(|a| a.last_offset >= start);
         assert!(
@@ -303,7 +488,6 @@ impl PartitionLog {
             self.log_start,
             self.log_end
         );
-        base
     }
 
     /// Whole batches from the one holding `offset` up to the one before `end` (the high
@@ -345,5 +529,97 @@ impl PartitionLog {
     pub fn max_timestamp(&self) -> Option<(i64, i64)> {
         let best = self.batches.iter().map(|b| b.max_timestamp).max()?;
         self.offset_for_timestamp(best)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A batch of `n` records of `value_bytes` each, all at `ts`.
+    fn batch(n: usize, value_bytes: usize, ts: i64) -> IncomingBatch {
+        let value = "x".repeat(value_bytes);
+        let records: Vec<_> = (0..n).map(|_| (None, Some(value.as_bytes()), ts)).collect();
+        let bytes = crate::client::record_batch(&records, None).expect("encodes");
+        validate_batch(&bytes, usize::MAX).expect("valid")
+    }
+
+    fn limits(segment_bytes: usize, segment_ms: i64) -> LogLimits {
+        LogLimits { segment_bytes, segment_ms, ..LogLimits::DEFAULT }
+    }
+
+    #[test]
+    fn a_segment_rolls_before_it_would_pass_segment_bytes_and_after_segment_ms() {
+        let mut log = PartitionLog::default();
+        let b = batch(1, 400, 1_000);
+        let size = b.bytes.len();
+        let by_size = limits(2 * size, i64::MAX);
+        for _ in 0..5 {
+            log.append(&b, 0, &by_size, 0);
+        }
+        assert_eq!(log.segment_count(), 3, "two batches fit in a segment of {} bytes", 2 * size);
+
+        let mut log = PartitionLog::default();
+        let by_time = limits(usize::MAX, 100);
+        log.append(&batch(1, 10, 1_000), 0, &by_time, 0);
+        log.append(&batch(1, 10, 1_100), 0, &by_time, 0);
+        assert_eq!(log.segment_count(), 1, "100 ms after the first batch's timestamp is not past segment.ms");
+        log.append(&batch(1, 10, 1_101), 0, &by_time, 0);
+        assert_eq!(log.segment_count(), 2, "101 ms after it is");
+    }
+
+    #[test]
+    fn retention_ms_deletes_whole_old_segments_oldest_first_and_the_active_one_too() {
+        let mut log = PartitionLog::default();
+        let one_per_segment = limits(1, i64::MAX);
+        for ts in [1_000, 5_000, 2_000] {
+            log.append(&batch(2, 10, ts), 0, &one_per_segment, ts);
+        }
+        assert_eq!(
+            log.retention_due_ms(Some(1_000), None),
+            Some(2_001),
+            "the oldest segment's timestamp + retention.ms + 1"
+        );
+        assert_eq!(log.delete_expired(Some(1_000), None, 2_000), 0, "nothing is more than 1 s old at 2 s");
+        // At 4.5 s the first segment (1 s) and the third (2 s) are old, but the second (5 s) is
+        // not: deletion stops at the first segment kept.
+        assert_eq!(log.delete_expired(Some(1_000), None, 4_500), 2);
+        assert_eq!((log.log_start(), log.high_watermark(), log.segment_count()), (2, 6, 2));
+        assert_eq!(log.delete_expired(Some(1_000), None, 10_000), 4, "the active segment goes too");
+        assert_eq!((log.log_start(), log.high_watermark(), log.size_bytes()), (6, 6, 0));
+        assert_eq!(log.segment_count(), 1, "an empty active segment at the log end offset");
+        assert!(log.read(6, 6, usize::MAX, true).is_empty());
+        assert_eq!(log.retention_due_ms(Some(1_000), None), None, "an empty log has nothing to expire");
+        assert_eq!(log.append(&batch(1, 10, 10_000), 0, &one_per_segment, 10_000), 6, "offsets go on");
+    }
+
+    #[test]
+    fn retention_bytes_deletes_segments_while_the_rest_stays_at_or_above_the_limit() {
+        let mut log = PartitionLog::default();
+        let b = batch(1, 100, 1_000);
+        let size = b.bytes.len() as u64;
+        for _ in 0..4 {
+            log.append(&b, 0, &limits(1, i64::MAX), 0);
+        }
+        assert_eq!(log.retention_due_ms(None, Some(3 * size)), Some(i64::MIN), "one segment over: due now");
+        assert_eq!(log.delete_expired(None, Some(3 * size - 1), 0), 1, "deleting a second would go below");
+        assert_eq!((log.log_start(), log.size_bytes() as u64), (1, 3 * size));
+        assert_eq!(log.retention_due_ms(None, Some(3 * size - 1)), None);
+        assert_eq!(log.delete_expired(None, Some(0), 0), 3, "retention.bytes 0 empties the log");
+        assert_eq!(log.log_start(), 4);
+    }
+
+    #[test]
+    fn the_partition_cap_drops_batches_and_keeps_segments_consistent() {
+        let mut log = PartitionLog::default();
+        let b = batch(1, 100, 1_000);
+        let size = b.bytes.len();
+        let capped = LogLimits { segment_bytes: 2 * size, segment_ms: i64::MAX, partition_bytes_max: 3 * size };
+        for _ in 0..6 {
+            log.append(&b, 0, &capped, 0);
+        }
+        assert_eq!((log.log_start(), log.size_bytes()), (3, 3 * size));
+        assert_eq!(log.delete_expired(None, Some(0), 0), 3, "retention after the cap deletes what is left");
+        assert_eq!(log.log_start(), 6);
     }
 }

@@ -462,6 +462,16 @@ impl TopicConfigs {
         }
     }
 
+    /// The log's segment limits (`segment.bytes`, `segment.ms`) under the cluster's cap
+    /// `partition_bytes_max`.
+    pub fn log_limits(&self, partition_bytes_max: usize) -> crate::log::LogLimits {
+        crate::log::LogLimits {
+            segment_bytes: usize::try_from(self.long("segment.bytes")).unwrap_or(usize::MAX),
+            segment_ms: self.long("segment.ms"),
+            partition_bytes_max,
+        }
+    }
+
     /// `retention.bytes`: `None` when negative (no limit).
     pub fn retention_bytes(&self) -> Option<u64> {
         u64::try_from(self.long("retention.bytes")).ok()

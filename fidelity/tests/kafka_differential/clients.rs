@@ -301,14 +301,14 @@ pub async fn rdkafka_watermarks_and_offsets_for_times(ctx: &Ctx) -> R {
     let t = created(ctx, "t", 1).await?;
     let producer: FutureProducer = config(ctx).create().map_err(err)?;
     for (i, ts) in [1_000_000, 2_000_000, 3_000_000].into_iter().enumerate() {
-        deliver(&producer, &t, &[format!("v{i}")], Some(ts)).await;
+        deliver(&producer, &t, &[format!("v{i}")], Some(ts_base() + ts)).await;
     }
     let consumer: BaseConsumer = config(ctx).set("group.id", ctx.name("g")).create().map_err(err)?;
     let (low, high) = consumer.fetch_watermarks(&t, 0, Duration::from_secs(10)).map_err(err)?;
     ctx.note("watermarks", format!("low={low} high={high}"));
     for ts in [500_000, 1_500_000, 3_000_000, 4_000_000] {
         let mut tpl = TopicPartitionList::new();
-        tpl.add_partition_offset(&t, 0, Offset::Offset(ts)).map_err(err)?;
+        tpl.add_partition_offset(&t, 0, Offset::Offset(ts_base() + ts)).map_err(err)?;
         let found = consumer.offsets_for_times(tpl, Duration::from_secs(10)).map_err(err)?;
         let offsets: Vec<String> = found.elements().iter().map(|e| format!("{:?}", e.offset())).collect();
         ctx.note(format!("offset for time {ts}"), offsets.join(" "));

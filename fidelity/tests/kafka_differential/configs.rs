@@ -28,7 +28,7 @@ fn message(m: &Option<kafkasim::kafka_protocol::protocol::StrBytes>) -> String {
 }
 
 /// Creates `topic` with `configs` and waits until it is usable.
-async fn create_with(c: &mut Conn, topic: &str, configs: &[(&str, Option<&str>)]) -> R {
+pub async fn create_with(c: &mut Conn, topic: &str, configs: &[(&str, Option<&str>)]) -> R {
     let r = send(c, with_configs(create_topics_request(topic, 1, 1, false), configs), CREATE_TOPICS_V).await?;
     if r.topics[0].error_code != 0 {
         return Err(format!(

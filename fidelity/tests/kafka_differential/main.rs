@@ -14,6 +14,7 @@
 mod clients;
 mod configs;
 mod groups;
+mod retention;
 mod sessions;
 mod support;
 mod transactions;
@@ -97,6 +98,8 @@ fn scenarios() -> Vec<Scenario> {
         scenario!(groups::join_errors),
         scenario!(groups::describe_and_list_groups),
         scenario!(sessions::a_follower_answered_in_sync_group_outlives_the_leader_that_never_synced),
+        scenario!(retention::retention_ms_deletes_segments_older_than_it),
+        scenario!(retention::retention_bytes_deletes_the_oldest_segments_above_it),
         scenario!(clients::rdkafka_produce_acks_0_then_consume),
         scenario!(clients::rdkafka_produce_acks_1_then_consume),
         scenario!(clients::rdkafka_produce_acks_all_then_consume),
@@ -112,7 +115,13 @@ fn scenarios() -> Vec<Scenario> {
 }
 
 fn start_kafkasim() -> std::io::Result<(Box<dyn std::any::Any + Send>, String)> {
-    let broker = kafkasim::Broker::start_local()?;
+    // As the counterparts are configured (kafka-local.sh, the container): no initial rebalance
+    // delay, retention checked every second.
+    let every_second = std::time::Duration::from_secs(1);
+    let builder = kafkasim::Cluster::builder()
+        .initial_rebalance_delay(std::time::Duration::ZERO)
+        .retention_check(every_second, every_second);
+    let broker = kafkasim::Broker::start_local_with(builder)?;
     let address = broker.bootstrap_servers().to_string();
     Ok((Box::new(broker), address))
 }

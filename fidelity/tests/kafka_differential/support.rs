@@ -64,10 +64,24 @@ pub async fn send<Q: kafkasim::kafka_protocol::protocol::Request>(c: &mut Conn, 
     c.send(q, v).await.map_err(|e| format!("{}: {e}", std::any::type_name::<Q>().rsplit("::").next().unwrap_or("")))
 }
 
-/// Records `(key, value, timestamp)` values as one batch: `values` with timestamps from `ts`.
+/// What the scenarios' record timestamps count from: an hour before the suite started, in
+/// milliseconds since the epoch, the same for both servers. A scenario's timestamp `1000` is
+/// written as `ts_base() + 1000`, so its records are recent and a counterpart that checks
+/// retention often (kafka-local.sh's broker: every second) keeps them for the default 7 days;
+/// [`list_offsets`] translates both ways, so notes show the scenario's own numbers.
+pub fn ts_base() -> i64 {
+    static BASE: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
+    *BASE.get_or_init(|| {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
+        i64::try_from(now).unwrap_or(0) - 3_600_000
+    })
+}
+
+/// Records `(key, value, timestamp)` values as one batch: `values` with timestamps from `ts`
+/// (after [`ts_base`]).
 pub fn batch(values: &[&str], ts: i64, producer: Option<(i64, i16, i32)>) -> R<Bytes> {
     let records: Vec<kafkasim::client::RecordInput<'_>> =
-        values.iter().enumerate().map(|(i, v)| (None, Some(v.as_bytes()), ts + i as i64)).collect();
+        values.iter().enumerate().map(|(i, v)| (None, Some(v.as_bytes()), ts_base() + ts + i as i64)).collect();
     record_batch(&records, producer).map_err(|e| e.to_string())
 }
 
@@ -181,12 +195,14 @@ pub async fn fetch(c: &mut Conn, topic: &str, partition: i32, offset: i64, max_w
     })
 }
 
-/// ListOffsets of one partition at `timestamp` (-2 earliest, -1 latest, -3 max timestamp);
-/// `(code, offset, timestamp)`.
+/// ListOffsets of one partition at `timestamp` (-2 earliest, -1 latest, -3 max timestamp; a
+/// time counts from [`ts_base`]); `(code, offset, timestamp)`, a record's timestamp from
+/// [`ts_base`].
 pub async fn list_offsets(c: &mut Conn, topic: &str, partition: i32, timestamp: i64) -> R<(String, i64, i64)> {
-    let r = send(c, kafkasim::requests::list_offsets(topic, partition, timestamp), LIST_OFFSETS_V).await?;
+    let at = if timestamp >= 0 { ts_base() + timestamp } else { timestamp };
+    let r = send(c, kafkasim::requests::list_offsets(topic, partition, at), LIST_OFFSETS_V).await?;
     let p = &r.topics[0].partitions[0];
-    Ok((code(p.error_code), p.offset, p.timestamp))
+    Ok((code(p.error_code), p.offset, if p.timestamp >= 0 { p.timestamp - ts_base() } else { p.timestamp }))
 }
 
 /// InitProducerId without a transactional id: `(code, producer id, epoch)`. Retried (bounded)

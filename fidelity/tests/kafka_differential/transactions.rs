@@ -108,7 +108,7 @@ async fn txn_commit_offset(c: &mut Conn, id: &str, p: P, group: &str, topic: &st
 }
 
 async fn send_txn(c: &mut Conn, id: &str, p: P, seq: i32, topic: &str, values: &[&str]) -> R<String> {
-    let records: Vec<_> = values.iter().map(|v| (None, Some(v.as_bytes()), 1_000)).collect();
+    let records: Vec<_> = values.iter().map(|v| (None, Some(v.as_bytes()), ts_base() + 1_000)).collect();
     let batch = transactional_record_batch(&records, (p.0, p.1, seq)).map_err(|e| e.to_string())?;
     let q = produce_request(topic, 0, batch, -1).with_transactional_id(Some(TransactionalId(s(id))));
     let r = send(c, q, PRODUCE_V).await?;

@@ -34,6 +34,8 @@ impl Default for ClusterBuilder {
                 session_timeout_max: Duration::from_secs(1800),
                 partition_bytes_max: 1 << 30,
                 message_bytes_max: 1_048_588,
+                retention_check_delay: Duration::from_secs(30),
+                retention_check_interval: Duration::from_secs(300),
             },
         }
     }
@@ -90,10 +92,23 @@ impl ClusterBuilder {
         self
     }
 
-    /// Bytes a partition keeps before its oldest batches are dropped (`retention.bytes`;
-    /// default 1 GiB here, unlimited in Kafka).
+    /// Bytes a partition keeps before its oldest batches are dropped at once, whatever the
+    /// topic's retention (default 1 GiB; not in Kafka: it bounds the fake's memory). The topic
+    /// configs `retention.bytes` and `retention.ms` apply at the retention checks
+    /// ([`ClusterBuilder::retention_check`]).
     pub fn partition_bytes_max(mut self, bytes: usize) -> Self {
         self.config.partition_bytes_max = bytes.max(1);
+        self
+    }
+
+    /// When retention runs: first `delay` after the cluster is built (`log.initial.task.delay.ms`,
+    /// 30 s), then every `interval` (`log.retention.check.interval.ms`, 5 min; at least 1 ms), on
+    /// the cluster's clock. A check deletes the segments `retention.ms` and `retention.bytes`
+    /// expire (see [`crate::log`]); the cluster only sets a timer for a check that has something
+    /// to delete, so an idle cluster does not keep a simulation busy.
+    pub fn retention_check(mut self, delay: Duration, interval: Duration) -> Self {
+        self.config.retention_check_delay = delay;
+        self.config.retention_check_interval = interval.max(Duration::from_millis(1));
         self
     }
 
@@ -123,6 +138,7 @@ impl ClusterBuilder {
                     faults: FaultSet::default(),
                     coordinators: BTreeMap::new(),
                     next_topic: 0,
+                    retention_timer: None,
                 }),
                 journal: Mutex::new(Journal::default()),
                 log_changed: watch::channel(0).0,

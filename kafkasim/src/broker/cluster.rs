@@ -38,6 +38,8 @@ pub(crate) struct Config {
     pub session_timeout_max: Duration,
     pub partition_bytes_max: usize,
     pub message_bytes_max: usize,
+    pub retention_check_delay: Duration,
+    pub retention_check_interval: Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -75,6 +77,8 @@ pub(crate) struct State {
     /// Moved coordinators, by group.
     pub(super) coordinators: BTreeMap<String, i32>,
     pub(super) next_topic: u64,
+    /// The armed retention check: its serial and when it runs.
+    pub(super) retention_timer: Option<(u64, Instant)>,
 }
 
 /// Whether `topics` has partition `partition` of a topic named `name`.
@@ -151,6 +155,14 @@ impl Cluster {
 
     pub(crate) fn journal(&self, f: impl FnOnce(&mut Journal)) {
         f(&mut self.inner.journal.lock().unwrap_or_else(|p| p.into_inner()));
+    }
+
+    /// The wall clock in milliseconds since the epoch (in a simulation, the run's seeded epoch
+    /// plus its clock: `sim` interposes `SystemTime`).
+    pub(crate) fn now_ms() -> i64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
     }
 
     /// Time since the cluster was built (tokio's clock).

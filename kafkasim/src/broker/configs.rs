@@ -170,6 +170,7 @@ impl Cluster {
             let summary = configs.overrides().iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
             topic.configs = configs;
             self.record("kafka.topic.configs", name, summary);
+            self.arm_retention(st, name, None);
         }
         Ok(())
     }

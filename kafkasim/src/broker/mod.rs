@@ -22,6 +22,7 @@
 //! | `topics` | topics: Metadata, CreateTopics, DeleteTopics |
 //! | `produce` | Produce and InitProducerId |
 //! | `fetch` | Fetch and ListOffsets |
+//! | `retention` | the retention checks: `retention.ms` and `retention.bytes` on the cluster's clock |
 //! | `coordination` | FindCoordinator, and the cluster as the group coordinator's env |
 //! | `txn` | the transaction coordinator: InitProducerId with a transactional id, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn |
 //! | `views` | introspection for oracles |
@@ -34,6 +35,7 @@ mod control;
 mod coordination;
 mod fetch;
 mod produce;
+mod retention;
 mod topics;
 mod txn;
 mod views;

@@ -127,9 +127,11 @@ impl Cluster {
             SequenceCheck::Duplicate(base) => Ok((base, base - 1)),
             SequenceCheck::Append => {
                 let t = st.topics.get_mut(topic).expect("checked above");
+                let limits = t.configs.log_limits(self.inner.config.partition_bytes_max);
                 let partition = &mut t.partitions[p.index as usize];
-                let base = partition.log.append(&batch, partition.leader_epoch, self.inner.config.partition_bytes_max);
+                let base = partition.log.append(&batch, partition.leader_epoch, &limits, Self::now_ms());
                 st.producers.appended(producer, topic, p.index, seq, base);
+                self.arm_retention(st, topic, Some(p.index));
                 Ok((base, base + i64::from(batch.info.record_count) - 1))
             }
         }

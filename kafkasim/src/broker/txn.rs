@@ -110,17 +110,18 @@ impl Cluster {
     fn end_locked(&self, st: &mut State, id: &str, commit: bool) {
         let ended = st.transactions.end(id, commit);
         let marker = if commit { Marker::Commit } else { Marker::Abort };
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let now_ms = Self::now_ms();
         let batch = marker_batch(ended.producer, marker, 0, now_ms);
-        let bytes_max = self.inner.config.partition_bytes_max;
         let mut wrote = false;
         for (topic, partition) in &ended.partitions {
             let Some(t) = st.topics.get_mut(topic).filter(|t| !t.internal) else { continue };
+            let limits = t.configs.log_limits(self.inner.config.partition_bytes_max);
             let Some(p) = usize::try_from(*partition).ok().and_then(|i| t.partitions.get_mut(i)) else { continue };
-            p.log.append_marker(&batch, p.leader_epoch, marker, bytes_max);
+            p.log.append_marker(&batch, p.leader_epoch, marker, &limits, now_ms);
             wrote = true;
+        }
+        for (topic, partition) in &ended.partitions {
+            self.arm_retention(st, topic, Some(*partition));
         }
         for ((group, topic, partition), committed) in ended.offsets {
             st.groups.commit_transactional(&group, &topic, partition, committed);

@@ -1,0 +1,87 @@
+//! Retention on the cluster's clock: Kafka's `LogManager` runs `cleanupLogs` first
+//! `log.initial.task.delay.ms` after start, then every `log.retention.check.interval.ms`; each
+//! run deletes the segments `retention.ms` and `retention.bytes` expire in every topic whose
+//! `cleanup.policy` holds `delete` ([`crate::log::PartitionLog::delete_expired`]).
+//!
+//! kafkasim runs the same checks on the same grid of times but sets a timer only for the first
+//! check that will delete something (a log over `retention.bytes` by a whole segment, or the
+//! oldest segment's largest timestamp plus `retention.ms`): a check with nothing to delete has
+//! no effect, and an idle cluster keeps no timer running that would hide a deadlock.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::cluster::{Cluster, State};
+
+impl Cluster {
+    /// Arms the retention check for when `topic` (one partition, or all when `None`) next has
+    /// something to delete, unless an earlier check is armed already.
+    pub(super) fn arm_retention(&self, st: &mut State, topic: &str, partition: Option<i32>) {
+        let now_ms = Self::now_ms();
+        let Some(t) = st.topics.get(topic).filter(|t| !t.internal && t.configs.cleanup("delete")) else { return };
+        let (ms, bytes) = (t.configs.retention_ms(), t.configs.retention_bytes());
+        let due = t
+            .partitions
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| partition.is_none_or(|p| usize::try_from(p).ok() == Some(*i)))
+            .filter_map(|(_, p)| p.log.retention_due_ms(ms, bytes))
+            .min();
+        if let Some(due_ms) = due {
+            let wait = Duration::from_millis(u64::try_from(due_ms.saturating_sub(now_ms)).unwrap_or(0));
+            self.arm_retention_at(st, Instant::now() + wait);
+        }
+    }
+
+    /// Sets the timer for the first check of the grid at or after `due` and after now.
+    fn arm_retention_at(&self, st: &mut State, due: Instant) {
+        let due = due.max(Instant::now() + Duration::from_nanos(1));
+        let first = self.inner.start + self.inner.config.retention_check_delay;
+        let every = self.inner.config.retention_check_interval;
+        let at = if due <= first {
+            first
+        } else {
+            let behind = due.duration_since(first).as_nanos();
+            let step = every.as_nanos().max(1);
+            let checks = behind.div_ceil(step);
+            first + Duration::from_nanos(u64::try_from(checks * step).unwrap_or(u64::MAX))
+        };
+        if st.retention_timer.is_some_and(|(_, armed)| armed <= at) {
+            return;
+        }
+        let serial = st.retention_timer.map_or(0, |(s, _)| s + 1);
+        st.retention_timer = Some((serial, at));
+        let cluster = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep_until(at).await;
+            let mut st = cluster.lock();
+            if st.retention_timer.map(|(s, _)| s) == Some(serial) {
+                st.retention_timer = None;
+                cluster.check_retention(&mut st);
+            }
+        });
+    }
+
+    /// One retention check over every topic; arms the next one if anything is left to expire.
+    fn check_retention(&self, st: &mut State) {
+        let now_ms = Self::now_ms();
+        let mut deleted = Vec::new();
+        for (name, t) in st.topics.iter_mut().filter(|(_, t)| !t.internal && t.configs.cleanup("delete")) {
+            let (ms, bytes) = (t.configs.retention_ms(), t.configs.retention_bytes());
+            for (i, p) in t.partitions.iter_mut().enumerate() {
+                let n = p.log.delete_expired(ms, bytes, now_ms);
+                if n > 0 {
+                    deleted.push((format!("{name}/{i}"), n, p.log.log_start()));
+                }
+            }
+        }
+        for (partition, n, start) in deleted {
+            self.record("kafka.log.retention", &partition, format!("deleted {n} records: log start offset {start}"));
+        }
+        let names: Vec<String> = st.topics.keys().cloned().collect();
+        for name in names {
+            self.arm_retention(st, &name, None);
+        }
+    }
+}
