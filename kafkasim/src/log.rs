@@ -45,6 +45,14 @@ const BASE_OFFSET: std::ops::Range<usize> = 0..8;
 const LEADER_EPOCH: std::ops::Range<usize> = 12..16;
 const LAST_OFFSET_DELTA: std::ops::Range<usize> = 23..27;
 const MAX_TIMESTAMP: std::ops::Range<usize> = 35..43;
+const CRC: std::ops::Range<usize> = 17..21;
+const ATTRIBUTES: std::ops::Range<usize> = 21..23;
+const TIMESTAMP_TYPE_LOG_APPEND: i16 = 1 << 3;
+
+fn is_log_append_time(batch: &[u8]) -> bool {
+    i16::from_be_bytes(batch[ATTRIBUTES].try_into().expect("2 bytes")) & TIMESTAMP_TYPE_LOG_APPEND != 0
+}
+
 /// A v2 batch header is 61 bytes.
 pub const BATCH_HEADER_BYTES: usize = 61;
 
@@ -82,6 +90,25 @@ pub struct IncomingBatch {
 }
 
 impl IncomingBatch {
+    /// The batch as a topic with `message.timestamp.type=LogAppendTime` stores it: the
+    /// timestamp-type attribute (bit 3) set and the max timestamp replaced by `now_ms`, the CRC
+    /// recomputed (Kafka's `DefaultRecordBatch.setMaxTimestamp`; the first timestamp and the
+    /// records stay as sent, and clients read every record's timestamp as the max timestamp).
+    pub fn with_log_append_time(&self, now_ms: i64) -> IncomingBatch {
+        let mut bytes = BytesMut::from(&self.bytes[..]);
+        let attributes = i16::from_be_bytes(bytes[ATTRIBUTES].try_into().expect("2 bytes")) | TIMESTAMP_TYPE_LOG_APPEND;
+        bytes[ATTRIBUTES].copy_from_slice(&attributes.to_be_bytes());
+        bytes[MAX_TIMESTAMP].copy_from_slice(&now_ms.to_be_bytes());
+        let crc = crc32c::crc32c(&bytes[ATTRIBUTES.start..]);
+        bytes[CRC].copy_from_slice(&crc.to_be_bytes());
+        IncomingBatch { info: self.info.clone(), bytes: bytes.freeze(), max_timestamp: now_ms }
+    }
+
+    /// Whether the batch's timestamps are log append times (attribute bit 3).
+    pub fn is_log_append_time(&self) -> bool {
+        is_log_append_time(&self.bytes)
+    }
+
     /// The sequence number of the batch's last record (sequences wrap at `i32::MAX` to 0).
     pub fn last_sequence(&self) -> i32 {
         let last = i64::from(self.info.base_sequence) + i64::from(self.info.record_count) - 1;
@@ -515,6 +542,10 @@ impl PartitionLog {
     /// timestamp (ListOffsets by time, KIP-79); `None` when no record is that late.
     pub fn offset_for_timestamp(&self, timestamp_ms: i64) -> Option<(i64, i64)> {
         for batch in self.batches.iter().filter(|b| b.max_timestamp >= timestamp_ms) {
+            if is_log_append_time(&batch.bytes) {
+                // Every record of the batch has the log append time.
+                return Some((batch.base_offset, batch.max_timestamp));
+            }
             let mut buf = batch.bytes.clone();
             let Ok(set) = RecordBatchDecoder::decode(&mut buf) else { continue };
             if let Some(r) = set.records.iter().find(|r| r.timestamp >= timestamp_ms) {
@@ -607,6 +638,24 @@ mod tests {
         assert_eq!(log.retention_due_ms(None, Some(3 * size - 1)), None);
         assert_eq!(log.delete_expired(None, Some(0), 0), 3, "retention.bytes 0 empties the log");
         assert_eq!(log.log_start(), 4);
+    }
+
+    #[test]
+    fn log_append_time_stamps_the_batch_and_keeps_its_crc_valid() {
+        let sent = batch(3, 10, 1_000);
+        assert!(!sent.is_log_append_time());
+        let stamped = sent.with_log_append_time(9_999);
+        assert!(stamped.is_log_append_time());
+        let again = validate_batch(&stamped.bytes, usize::MAX).expect("the CRC was recomputed");
+        assert_eq!(again.max_timestamp, 9_999);
+        let mut buf = stamped.bytes.clone();
+        let set = RecordBatchDecoder::decode(&mut buf).expect("decodes");
+        assert!(set.records.iter().all(|r| r.timestamp_type == kafka_protocol::records::TimestampType::LogAppend));
+        let mut log = PartitionLog::default();
+        log.append(&batch(1, 10, 1_000), 0, &LogLimits::DEFAULT, 0);
+        log.append(&stamped, 0, &LogLimits::DEFAULT, 0);
+        assert_eq!(log.offset_for_timestamp(5_000), Some((1, 9_999)), "every record has the stamp");
+        assert_eq!(log.max_timestamp(), Some((1, 9_999)));
     }
 
     #[test]

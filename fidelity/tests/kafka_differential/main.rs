@@ -100,6 +100,7 @@ fn scenarios() -> Vec<Scenario> {
         scenario!(sessions::a_follower_answered_in_sync_group_outlives_the_leader_that_never_synced),
         scenario!(retention::retention_ms_deletes_segments_older_than_it),
         scenario!(retention::retention_bytes_deletes_the_oldest_segments_above_it),
+        scenario!(retention::log_append_time_replaces_the_producers_timestamps),
         scenario!(clients::rdkafka_produce_acks_0_then_consume),
         scenario!(clients::rdkafka_produce_acks_1_then_consume),
         scenario!(clients::rdkafka_produce_acks_all_then_consume),

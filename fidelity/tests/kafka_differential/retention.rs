@@ -1,7 +1,8 @@
-//! Retention: `retention.ms` and `retention.bytes` delete whole segments at the broker's
-//! retention checks (both servers check every second here: kafka-local.sh's and the container's
-//! `log.retention.check.interval.ms`, kafkasim's `ClusterBuilder::retention_check`), and the log
-//! start offset moves to the first offset kept.
+//! The log's time and size configs. Retention: `retention.ms` and `retention.bytes` delete whole
+//! segments at the broker's retention checks (both servers check every second here:
+//! kafka-local.sh's and the container's `log.retention.check.interval.ms`, kafkasim's
+//! `ClusterBuilder::retention_check`), and the log start offset moves to the first offset kept.
+//! `message.timestamp.type=LogAppendTime`: the broker's clock stamps each batch.
 
 use std::time::Duration;
 
@@ -55,5 +56,39 @@ pub async fn retention_bytes_deletes_the_oldest_segments_above_it(ctx: &Ctx) -> 
     }
     ctx.note("earliest after the checks", settled_earliest(&mut c, &t, 0).await?.to_string());
     ctx.note("latest", format!("{:?}", list_offsets(&mut c, &t, 0, -1).await?));
+    Ok(())
+}
+
+/// `message.timestamp.type=LogAppendTime`: the broker stamps each batch with its own clock. The
+/// produce response carries that time, a fetched batch has the timestamp-type attribute and that
+/// time as every record's timestamp, and ListOffsets by time and by max timestamp find it (the
+/// records were sent with timestamps an hour old).
+pub async fn log_append_time_replaces_the_producers_timestamps(ctx: &Ctx) -> R {
+    use kafkasim::kafka_protocol::records::{RecordBatchDecoder, TimestampType};
+    let mut c = connect(ctx, "c").await?;
+    let t = ctx.name("t");
+    create_with(&mut c, &t, &[("message.timestamp.type", Some("LogAppendTime"))]).await?;
+    let q = kafkasim::requests::produce(&t, 0, batch(&["a", "b"], 0, None)?, 1);
+    let r = send(&mut c, q, PRODUCE_V).await?;
+    let p = &r.responses[0].partition_responses[0];
+    let stamped = p.log_append_time_ms;
+    // An hour after ts_base() is when the suite started: the stamp is later than that.
+    ctx.note(
+        "produce",
+        format!("{} log append time after the suite started: {}", code(p.error_code), stamped - ts_base() >= 3_600_000),
+    );
+    let f = send(&mut c, kafkasim::requests::fetch(&t, 0, 0, Duration::ZERO), FETCH_V).await?;
+    let mut bytes = f.responses[0].partitions[0].records.clone().unwrap_or_default();
+    let sets = RecordBatchDecoder::decode_all(&mut bytes).map_err(|e| e.to_string())?;
+    let records: Vec<_> = sets.iter().flat_map(|s| s.records.iter()).collect();
+    let log_append = records.iter().all(|r| r.timestamp_type == TimestampType::LogAppend);
+    ctx.note("fetched", format!("{} records, all LogAppendTime: {log_append}", records.len()));
+    let by_time = list_offsets(&mut c, &t, 0, 1).await?;
+    ctx.note(
+        "offset for a time just after the sent timestamps",
+        format!("{} offset={} at the stamp: {}", by_time.0, by_time.1, by_time.2 + ts_base() == stamped),
+    );
+    let max = list_offsets(&mut c, &t, 0, -3).await?;
+    ctx.note("max timestamp", format!("{} offset={} at the stamp: {}", max.0, max.1, max.2 + ts_base() == stamped));
     Ok(())
 }

@@ -31,7 +31,7 @@ impl Cluster {
                             let result = if !acks_ok {
                                 Err(E::InvalidRequiredAcks.code())
                             } else {
-                                self.append(st, broker, &name, p).inspect(|(base, last)| {
+                                self.append(st, broker, &name, p).inspect(|(base, last, _)| {
                                     if *last >= *base {
                                         appended.push(format!("{name}-{} {base}..={last}", p.index));
                                     }
@@ -46,7 +46,9 @@ impl Cluster {
                                 .with_index(p.index)
                                 .with_log_append_time_ms(-1);
                             r = match result {
-                                Ok((base, _)) => r.with_base_offset(base),
+                                Ok((base, _, log_append_time)) => {
+                                    r.with_base_offset(base).with_log_append_time_ms(log_append_time)
+                                }
                                 Err(code) => r.with_error_code(code).with_base_offset(-1),
                             };
                             if version >= 5 {
@@ -85,14 +87,15 @@ impl Cluster {
     }
 
     /// Appends one partition's batch; `(base, last)` offsets (a duplicate gives its original
-    /// base and `last < base`), or the error code.
+    /// base and `last < base`) and the log append time (-1 unless the topic's
+    /// `message.timestamp.type` is `LogAppendTime`), or the error code.
     fn append(
         &self,
         st: &mut State,
         broker: i32,
         topic: &str,
         p: &produce_request::PartitionProduceData,
-    ) -> Result<(i64, i64), i16> {
+    ) -> Result<(i64, i64, i64), i16> {
         let part = Part { topic: Some(topic), partition: Some(p.index), group: None };
         let Some(t) = st.topics.get_mut(topic) else {
             return Err(E::UnknownTopicOrPartition.code());
@@ -124,15 +127,21 @@ impl Cluster {
         let seq = (batch.info.base_sequence, batch.last_sequence());
         match st.producers.check(producer, topic, p.index, seq.0, seq.1) {
             SequenceCheck::Refuse(code) => Err(code),
-            SequenceCheck::Duplicate(base) => Ok((base, base - 1)),
+            SequenceCheck::Duplicate(base) => Ok((base, base - 1, -1)),
             SequenceCheck::Append => {
                 let t = st.topics.get_mut(topic).expect("checked above");
                 let limits = t.configs.log_limits(self.inner.config.partition_bytes_max);
+                let now_ms = Self::now_ms();
+                let (batch, log_append_time) = if t.configs.log_append_time() {
+                    (batch.with_log_append_time(now_ms), now_ms)
+                } else {
+                    (batch, -1)
+                };
                 let partition = &mut t.partitions[p.index as usize];
-                let base = partition.log.append(&batch, partition.leader_epoch, &limits, Self::now_ms());
+                let base = partition.log.append(&batch, partition.leader_epoch, &limits, now_ms);
                 st.producers.appended(producer, topic, p.index, seq, base);
                 self.arm_retention(st, topic, Some(p.index));
-                Ok((base, base + i64::from(batch.info.record_count) - 1))
+                Ok((base, base + i64::from(batch.info.record_count) - 1, log_append_time))
             }
         }
     }
