@@ -3,6 +3,8 @@
 //! 5 min, Kafka's `log.initial.task.delay.ms` and `log.retention.check.interval.ms`), not before;
 //! a fetch below the new log start offset answers OFFSET_OUT_OF_RANGE.
 
+mod support;
+
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use kafkasim::client::record_batch;
@@ -11,19 +13,12 @@ use kafkasim::requests::{fetch, list_offsets, produce, string};
 use kafkasim::{Client, Cluster};
 use sim::net::TcpStream;
 use sim::{Ctx, Failure, Simulation};
+use support::{expect, fail};
 
 const NONE: i16 = 0;
 const OFFSET_OUT_OF_RANGE: i16 = 1;
 
 type C = Client<TcpStream>;
-
-fn fail(e: impl std::fmt::Display) -> Failure {
-    Failure::correctness("kafka", e.to_string())
-}
-
-fn expect<T: PartialEq + std::fmt::Debug>(what: &str, got: T, want: T) -> Result<(), Failure> {
-    if got == want { Ok(()) } else { Err(fail(format!("{what}: got {got:?}, want {want:?}"))) }
-}
 
 fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)

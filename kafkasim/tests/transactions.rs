@@ -4,6 +4,8 @@
 //! the simulation's clock, TxnOffsetCommit offsets that only a commit makes visible, a lost
 //! EndTxn response and a coordinator that moves mid-transaction.
 
+mod support;
+
 use std::time::Duration;
 
 use kafkasim::client::transactional_record_batch;
@@ -13,6 +15,7 @@ use kafkasim::requests::{fetch, produce, string};
 use kafkasim::{Client, Cluster, Control, Fault, FaultAction};
 use sim::net::TcpStream;
 use sim::{Ctx, Failure, Simulation};
+use support::{expect, fail};
 
 const TOPIC: &str = "out";
 const TXN: &str = "tx-1";
@@ -24,14 +27,6 @@ const CONCURRENT_TRANSACTIONS: i16 = 51;
 const PRODUCER_FENCED: i16 = 90;
 
 type C = Client<TcpStream>;
-
-fn fail(e: impl std::fmt::Display) -> Failure {
-    Failure::correctness("kafka", e.to_string())
-}
-
-fn expect<T: PartialEq + std::fmt::Debug>(what: &str, got: T, want: T) -> Result<(), Failure> {
-    if got == want { Ok(()) } else { Err(fail(format!("{what}: got {got:?}, want {want:?}"))) }
-}
 
 async fn setup(ctx: &Ctx) -> Result<(Cluster, C), Failure> {
     let cluster = Cluster::builder().brokers(1).build();

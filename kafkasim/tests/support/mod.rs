@@ -74,3 +74,13 @@ pub fn sync_request(group: &str, generation: i32, member_id: &str, assignments: 
 pub fn commit_code(resp: &OffsetCommitResponse) -> i16 {
     resp.topics[0].partitions[0].error_code
 }
+
+/// A simulation's correctness failure with oracle `kafka`.
+pub fn fail(e: impl std::fmt::Display) -> sim::Failure {
+    sim::Failure::correctness("kafka", e.to_string())
+}
+
+/// `Ok` when `got == want`, else a [`fail`] naming `what`.
+pub fn expect<T: PartialEq + std::fmt::Debug>(what: &str, got: T, want: T) -> Result<(), sim::Failure> {
+    if got == want { Ok(()) } else { Err(fail(format!("{what}: got {got:?}, want {want:?}"))) }
+}
