@@ -30,126 +30,19 @@
 //!   batches are dropped at once and the log start offset moves past them (not Kafka: a bound on
 //!   the fake's memory).
 
+mod batch;
+#[cfg(test)]
+mod tests;
+
 use std::collections::VecDeque;
 
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::records::{BatchDecodeInfo, RecordBatchDecoder};
+use kafka_protocol::records::RecordBatchDecoder;
 
-/// The most records one batch may declare (librdkafka's `batch.num.messages` maximum): a bound
-/// checked before the records are decoded, so a forged count cannot make the decoder reserve
-/// gigabytes.
-pub const RECORDS_PER_BATCH_MAX: i32 = 1_000_000;
-
-/// Byte offsets inside a v2 record batch header.
-const BASE_OFFSET: std::ops::Range<usize> = 0..8;
-const LEADER_EPOCH: std::ops::Range<usize> = 12..16;
-const LAST_OFFSET_DELTA: std::ops::Range<usize> = 23..27;
-const MAX_TIMESTAMP: std::ops::Range<usize> = 35..43;
-const CRC: std::ops::Range<usize> = 17..21;
-const ATTRIBUTES: std::ops::Range<usize> = 21..23;
-const TIMESTAMP_TYPE_LOG_APPEND: i16 = 1 << 3;
-
-fn is_log_append_time(batch: &[u8]) -> bool {
-    i16::from_be_bytes(batch[ATTRIBUTES].try_into().expect("2 bytes")) & TIMESTAMP_TYPE_LOG_APPEND != 0
-}
-
-/// A v2 batch header is 61 bytes.
-pub const BATCH_HEADER_BYTES: usize = 61;
-
-/// Why a produced batch was refused, as the produce response's error code.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BatchError {
-    /// `CORRUPT_MESSAGE` (2): the bytes do not parse or the CRC does not match.
-    Corrupt,
-    /// `INVALID_RECORD` (87): not exactly one v2 batch, or its counts are inconsistent.
-    InvalidRecord,
-    /// `MESSAGE_TOO_LARGE` (10): the batch is above `message.max.bytes`.
-    TooLarge,
-}
-
-impl BatchError {
-    /// The Kafka error code.
-    pub fn code(self) -> i16 {
-        match self {
-            BatchError::Corrupt => 2,
-            BatchError::InvalidRecord => 87,
-            BatchError::TooLarge => 10,
-        }
-    }
-}
-
-/// A produced batch, validated and ready to append.
-#[derive(Debug, Clone)]
-pub struct IncomingBatch {
-    /// The header fields (producer id, epoch, base sequence, record count, …).
-    pub info: BatchDecodeInfo,
-    /// The batch's bytes as sent.
-    pub bytes: Bytes,
-    /// The largest record timestamp (the header's max timestamp), milliseconds since the epoch.
-    pub max_timestamp: i64,
-}
-
-impl IncomingBatch {
-    /// The batch as a topic with `message.timestamp.type=LogAppendTime` stores it: the
-    /// timestamp-type attribute (bit 3) set and the max timestamp replaced by `now_ms`, the CRC
-    /// recomputed (Kafka's `DefaultRecordBatch.setMaxTimestamp`; the first timestamp and the
-    /// records stay as sent, and clients read every record's timestamp as the max timestamp).
-    pub fn with_log_append_time(&self, now_ms: i64) -> IncomingBatch {
-        let mut bytes = BytesMut::from(&self.bytes[..]);
-        let attributes = i16::from_be_bytes(bytes[ATTRIBUTES].try_into().expect("2 bytes")) | TIMESTAMP_TYPE_LOG_APPEND;
-        bytes[ATTRIBUTES].copy_from_slice(&attributes.to_be_bytes());
-        bytes[MAX_TIMESTAMP].copy_from_slice(&now_ms.to_be_bytes());
-        let crc = crc32c::crc32c(&bytes[ATTRIBUTES.start..]);
-        bytes[CRC].copy_from_slice(&crc.to_be_bytes());
-        IncomingBatch { info: self.info.clone(), bytes: bytes.freeze(), max_timestamp: now_ms }
-    }
-
-    /// Whether the batch's timestamps are log append times (attribute bit 3).
-    pub fn is_log_append_time(&self) -> bool {
-        is_log_append_time(&self.bytes)
-    }
-
-    /// The sequence number of the batch's last record (sequences wrap at `i32::MAX` to 0).
-    pub fn last_sequence(&self) -> i32 {
-        let last = i64::from(self.info.base_sequence) + i64::from(self.info.record_count) - 1;
-        (last % (i64::from(i32::MAX) + 1)) as i32
-    }
-}
-
-/// Validates a produce request's `records` for one partition: exactly one v2 batch, a good CRC,
-/// a record count within [`RECORDS_PER_BATCH_MAX`] that matches the last offset delta, records
-/// that decode (after decompression), and at most `bytes_max` bytes.
-///
-/// # Errors
-/// The [`BatchError`] Kafka would answer with.
-pub fn validate_batch(records: &Bytes, bytes_max: usize) -> Result<IncomingBatch, BatchError> {
-    if records.len() > bytes_max {
-        return Err(BatchError::TooLarge);
-    }
-    if records.len() < BATCH_HEADER_BYTES || records[16] != 2 {
-        return Err(BatchError::InvalidRecord);
-    }
-    let mut buf = records.clone();
-    let infos = RecordBatchDecoder::decode_batch_info(&mut buf).map_err(|_| BatchError::Corrupt)?;
-    let [info] = infos.as_slice() else {
-        return Err(BatchError::InvalidRecord);
-    };
-    if !buf.is_empty() {
-        return Err(BatchError::InvalidRecord);
-    }
-    let last_delta = i32::from_be_bytes(records[LAST_OFFSET_DELTA].try_into().expect("4 bytes"));
-    if info.record_count < 1 || info.record_count > RECORDS_PER_BATCH_MAX || last_delta != info.record_count - 1 {
-        return Err(BatchError::InvalidRecord);
-    }
-    // Decoding the records proves the batch is well-formed; the count was bounded above.
-    let mut all = records.clone();
-    let set = RecordBatchDecoder::decode(&mut all).map_err(|_| BatchError::Corrupt)?;
-    if set.records.len() != info.record_count as usize {
-        return Err(BatchError::InvalidRecord);
-    }
-    let max_timestamp = i64::from_be_bytes(records[MAX_TIMESTAMP].try_into().expect("8 bytes"));
-    Ok(IncomingBatch { info: info.clone(), bytes: records.clone(), max_timestamp })
-}
+use batch::{BASE_OFFSET, LEADER_EPOCH, is_log_append_time};
+pub use batch::{
+    BATCH_HEADER_BYTES, BatchError, IncomingBatch, Marker, RECORDS_PER_BATCH_MAX, marker_batch, validate_batch,
+};
 
 /// A batch in the log.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -247,55 +140,6 @@ pub struct PartitionLog {
     /// Open transactions: producer id → the offset of its first batch here.
     open: std::collections::BTreeMap<i64, i64>,
     aborted: Vec<AbortedTxn>,
-}
-
-/// A transaction marker's kind (the control record's key type).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Marker {
-    /// type 0.
-    Abort,
-    /// type 1.
-    Commit,
-}
-
-/// Encodes an EndTxn marker as Kafka writes it: one control record in a transactional v2 batch
-/// of `producer`, base sequence -1; key = version 0 and the marker type (i16 each), value =
-/// version 0 and the coordinator epoch (i16, i32) (`EndTransactionMarker`).
-pub fn marker_batch(producer: (i64, i16), marker: Marker, coordinator_epoch: i32, timestamp_ms: i64) -> IncomingBatch {
-    use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
-    let kind: i16 = match marker {
-        Marker::Abort => 0,
-        Marker::Commit => 1,
-    };
-    let mut key = BytesMut::new();
-    key.extend_from_slice(&0i16.to_be_bytes());
-    key.extend_from_slice(&kind.to_be_bytes());
-    let mut value = BytesMut::new();
-    value.extend_from_slice(&0i16.to_be_bytes());
-    value.extend_from_slice(&coordinator_epoch.to_be_bytes());
-    let record = Record {
-        transactional: true,
-        control: true,
-        partition_leader_epoch: 0,
-        producer_id: producer.0,
-        producer_epoch: producer.1,
-        timestamp_type: TimestampType::Creation,
-        offset: 0,
-        sequence: -1,
-        timestamp: timestamp_ms,
-        key: Some(key.freeze()),
-        value: Some(value.freeze()),
-        headers: Default::default(),
-        delete_horizon: false,
-    };
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        [&record],
-        &RecordEncodeOptions { version: 2, compression: Compression::None },
-    )
-    .expect("a control record encodes");
-    validate_batch(&buf.freeze(), usize::MAX).expect("a control batch is a valid batch")
 }
 
 impl PartitionLog {
@@ -560,115 +404,5 @@ impl PartitionLog {
     pub fn max_timestamp(&self) -> Option<(i64, i64)> {
         let best = self.batches.iter().map(|b| b.max_timestamp).max()?;
         self.offset_for_timestamp(best)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A batch of `n` records of `value_bytes` each, all at `ts`.
-    fn batch(n: usize, value_bytes: usize, ts: i64) -> IncomingBatch {
-        let value = "x".repeat(value_bytes);
-        let records: Vec<_> = (0..n).map(|_| (None, Some(value.as_bytes()), ts)).collect();
-        let bytes = crate::client::record_batch(&records, None).expect("encodes");
-        validate_batch(&bytes, usize::MAX).expect("valid")
-    }
-
-    fn limits(segment_bytes: usize, segment_ms: i64) -> LogLimits {
-        LogLimits { segment_bytes, segment_ms, ..LogLimits::DEFAULT }
-    }
-
-    #[test]
-    fn a_segment_rolls_before_it_would_pass_segment_bytes_and_after_segment_ms() {
-        let mut log = PartitionLog::default();
-        let b = batch(1, 400, 1_000);
-        let size = b.bytes.len();
-        let by_size = limits(2 * size, i64::MAX);
-        for _ in 0..5 {
-            log.append(&b, 0, &by_size, 0);
-        }
-        assert_eq!(log.segment_count(), 3, "two batches fit in a segment of {} bytes", 2 * size);
-
-        let mut log = PartitionLog::default();
-        let by_time = limits(usize::MAX, 100);
-        log.append(&batch(1, 10, 1_000), 0, &by_time, 0);
-        log.append(&batch(1, 10, 1_100), 0, &by_time, 0);
-        assert_eq!(log.segment_count(), 1, "100 ms after the first batch's timestamp is not past segment.ms");
-        log.append(&batch(1, 10, 1_101), 0, &by_time, 0);
-        assert_eq!(log.segment_count(), 2, "101 ms after it is");
-    }
-
-    #[test]
-    fn retention_ms_deletes_whole_old_segments_oldest_first_and_the_active_one_too() {
-        let mut log = PartitionLog::default();
-        let one_per_segment = limits(1, i64::MAX);
-        for ts in [1_000, 5_000, 2_000] {
-            log.append(&batch(2, 10, ts), 0, &one_per_segment, ts);
-        }
-        assert_eq!(
-            log.retention_due_ms(Some(1_000), None),
-            Some(2_001),
-            "the oldest segment's timestamp + retention.ms + 1"
-        );
-        assert_eq!(log.delete_expired(Some(1_000), None, 2_000), 0, "nothing is more than 1 s old at 2 s");
-        // At 4.5 s the first segment (1 s) and the third (2 s) are old, but the second (5 s) is
-        // not: deletion stops at the first segment kept.
-        assert_eq!(log.delete_expired(Some(1_000), None, 4_500), 2);
-        assert_eq!((log.log_start(), log.high_watermark(), log.segment_count()), (2, 6, 2));
-        assert_eq!(log.delete_expired(Some(1_000), None, 10_000), 4, "the active segment goes too");
-        assert_eq!((log.log_start(), log.high_watermark(), log.size_bytes()), (6, 6, 0));
-        assert_eq!(log.segment_count(), 1, "an empty active segment at the log end offset");
-        assert!(log.read(6, 6, usize::MAX, true).is_empty());
-        assert_eq!(log.retention_due_ms(Some(1_000), None), None, "an empty log has nothing to expire");
-        assert_eq!(log.append(&batch(1, 10, 10_000), 0, &one_per_segment, 10_000), 6, "offsets go on");
-    }
-
-    #[test]
-    fn retention_bytes_deletes_segments_while_the_rest_stays_at_or_above_the_limit() {
-        let mut log = PartitionLog::default();
-        let b = batch(1, 100, 1_000);
-        let size = b.bytes.len() as u64;
-        for _ in 0..4 {
-            log.append(&b, 0, &limits(1, i64::MAX), 0);
-        }
-        assert_eq!(log.retention_due_ms(None, Some(3 * size)), Some(i64::MIN), "one segment over: due now");
-        assert_eq!(log.delete_expired(None, Some(3 * size - 1), 0), 1, "deleting a second would go below");
-        assert_eq!((log.log_start(), log.size_bytes() as u64), (1, 3 * size));
-        assert_eq!(log.retention_due_ms(None, Some(3 * size - 1)), None);
-        assert_eq!(log.delete_expired(None, Some(0), 0), 3, "retention.bytes 0 empties the log");
-        assert_eq!(log.log_start(), 4);
-    }
-
-    #[test]
-    fn log_append_time_stamps_the_batch_and_keeps_its_crc_valid() {
-        let sent = batch(3, 10, 1_000);
-        assert!(!sent.is_log_append_time());
-        let stamped = sent.with_log_append_time(9_999);
-        assert!(stamped.is_log_append_time());
-        let again = validate_batch(&stamped.bytes, usize::MAX).expect("the CRC was recomputed");
-        assert_eq!(again.max_timestamp, 9_999);
-        let mut buf = stamped.bytes.clone();
-        let set = RecordBatchDecoder::decode(&mut buf).expect("decodes");
-        assert!(set.records.iter().all(|r| r.timestamp_type == kafka_protocol::records::TimestampType::LogAppend));
-        let mut log = PartitionLog::default();
-        log.append(&batch(1, 10, 1_000), 0, &LogLimits::DEFAULT, 0);
-        log.append(&stamped, 0, &LogLimits::DEFAULT, 0);
-        assert_eq!(log.offset_for_timestamp(5_000), Some((1, 9_999)), "every record has the stamp");
-        assert_eq!(log.max_timestamp(), Some((1, 9_999)));
-    }
-
-    #[test]
-    fn the_partition_cap_drops_batches_and_keeps_segments_consistent() {
-        let mut log = PartitionLog::default();
-        let b = batch(1, 100, 1_000);
-        let size = b.bytes.len();
-        let capped = LogLimits { segment_bytes: 2 * size, segment_ms: i64::MAX, partition_bytes_max: 3 * size };
-        for _ in 0..6 {
-            log.append(&b, 0, &capped, 0);
-        }
-        assert_eq!((log.log_start(), log.size_bytes()), (3, 3 * size));
-        assert_eq!(log.delete_expired(None, Some(0), 0), 3, "retention after the cap deletes what is left");
-        assert_eq!(log.log_start(), 6);
     }
 }
