@@ -109,6 +109,8 @@ fn no_fake() -> std::io::Result<(Box<dyn std::any::Any + Send>, String)> {
 const KNOWN_PAGE: &str = include_str!("../../../docs/fidelity/kafka-client.md");
 
 fn main() -> ExitCode {
+    // Fixed from the real clock before any scenario runs (a simulation's clock could differ).
+    support::ts_base();
     let suite = Suite {
         name: "kafka-client",
         fake_name: "kafkasim::rdkafka",

@@ -122,13 +122,13 @@ per_client! {
         let t = created(ctx, "t", 1).await?;
         let producer = producer(ctx, &[])?;
         for (i, ts) in [1_000_000, 2_000_000, 3_000_000].into_iter().enumerate() {
-            deliver(&producer, &t, &[format!("v{i}")], Some(ts)).await;
+            deliver(&producer, &t, &[format!("v{i}")], Some(crate::support::ts_base() + ts)).await;
         }
         let consumer: StreamConsumer = config(ctx).set("group.id", ctx.name("g")).create().map_err(err)?;
         let (low, high) = blocking!(consumer.fetch_watermarks(&t, 0, TEN_SECONDS)).map_err(err)?;
         ctx.note("watermarks", format!("low={low} high={high}"));
         for ts in [500_000, 1_500_000, 3_000_000, 4_000_000] {
-            let query = tpl(&t, &[(0, Offset::Offset(ts))])?;
+            let query = tpl(&t, &[(0, Offset::Offset(crate::support::ts_base() + ts))])?;
             let found = blocking!(consumer.offsets_for_times(query, TEN_SECONDS)).map_err(err)?;
             ctx.note(format!("offset for time {ts}"), render_tpl(&found));
         }

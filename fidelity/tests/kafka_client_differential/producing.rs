@@ -68,7 +68,7 @@ per_client! {
             .insert(Header { key: "h1", value: Some("one") })
             .insert(Header { key: "h2", value: None::<&str> });
         let record =
-            FutureRecord::to(&t).partition(1).key("k").payload("p").timestamp(1_700_000_000_000).headers(headers);
+            FutureRecord::to(&t).partition(1).key("k").payload("p").timestamp(crate::support::ts_base()).headers(headers);
         let d = producer.send(record, Duration::from_secs(30)).await.map_err(|(e, _)| render_err(&e))?;
         ctx.note("delivery", format!("partition={} offset={}", d.partition, d.offset));
         let no_key = FutureRecord::<str, str>::to(&t).partition(1).payload("");
@@ -90,7 +90,9 @@ per_client! {
                 })
                 .unwrap_or_default();
             let timestamp = match m.timestamp() {
-                kafka::message::Timestamp::CreateTime(ms) if ms == 1_700_000_000_000 => format!("CreateTime({ms})"),
+                kafka::message::Timestamp::CreateTime(ms) if ms == crate::support::ts_base() => {
+                    "CreateTime(as sent)".to_string()
+                }
                 kafka::message::Timestamp::CreateTime(ms) => {
                     let now = std::time::SystemTime::now()
                         .duration_since(std::time::UNIX_EPOCH)

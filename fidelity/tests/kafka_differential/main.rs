@@ -131,6 +131,8 @@ fn start_kafkasim() -> std::io::Result<(Box<dyn std::any::Any + Send>, String)> 
 const KNOWN_PAGE: &str = include_str!("../../../docs/fidelity/kafka.md");
 
 fn main() -> ExitCode {
+    // Fixed from the real clock before any scenario runs (a simulation's clock could differ).
+    support::ts_base();
     let suite = Suite {
         name: "kafka",
         fake_name: "kafkasim",
