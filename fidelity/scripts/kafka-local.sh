@@ -2,7 +2,8 @@
 # A real Apache Kafka broker on loopback, from Maven Central jars, for fidelity's differential
 # tests: one KRaft process that is both broker and controller (node 1), every replication factor
 # 1, `group.initial.rebalance.delay.ms=0`, retention checked every second (`log.initial.task.delay.ms`
-# and `log.retention.check.interval.ms` 1000, so the retention scenarios need not wait 5 min).
+# and `log.retention.check.interval.ms` 1000, so the retention scenarios need not wait 5 min), and
+# the log cleaner looking for dirty logs every second (`log.cleaner.backoff.ms` 1000, not 15 s).
 #
 #   kafka-local.sh fetch               resolve the broker's jars into the cache (needs mvn)
 #   kafka-local.sh available           exit 0 if `start` can run without downloading; else print why
@@ -191,6 +192,7 @@ share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
 log.initial.task.delay.ms=1000
 log.retention.check.interval.ms=1000
+log.cleaner.backoff.ms=1000
 auto.create.topics.enable=true
 delete.topic.enable=true
 PROPS

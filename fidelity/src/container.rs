@@ -52,7 +52,8 @@ mod kafka {
 
     /// Apache Kafka in the `apache/kafka` image (KRaft, one combined broker and controller),
     /// configured like the local process: every replication factor 1,
-    /// `group.initial.rebalance.delay.ms=0`, retention checked every second.
+    /// `group.initial.rebalance.delay.ms=0`, retention checked every second, the log cleaner
+    /// looking for dirty logs every second.
     #[derive(Debug, Clone)]
     pub struct KafkaContainer {
         /// The image tag: the Kafka version (`4.2.0`).
@@ -96,6 +97,7 @@ mod kafka {
                 .with_env_var("KAFKA_SHARE_COORDINATOR_STATE_TOPIC_MIN_ISR", "1")
                 .with_env_var("KAFKA_LOG_INITIAL_TASK_DELAY_MS", "1000")
                 .with_env_var("KAFKA_LOG_RETENTION_CHECK_INTERVAL_MS", "1000")
+                .with_env_var("KAFKA_LOG_CLEANER_BACKOFF_MS", "1000")
                 .start()
                 .map_err(|e| start_error(&e))?;
             let port = container.get_host_port_ipv4(KAFKA_PORT).map_err(|e| start_error(&e))?;

@@ -26,11 +26,17 @@
 //!   largest timestamp is more than `retention.ms` old, then those whose removal keeps the log at
 //!   or above `retention.bytes`; the last segment too when it holds records (the log rolls an empty
 //!   one first), and the log start offset moves to the first offset kept;
+//! - compaction ([`PartitionLog::clean`], Kafka's log cleaner, run by the cluster every
+//!   `log.cleaner.backoff.ms` while a compacted log is dirty enough): see the `compaction`
+//!   module; offsets never move, batches are rewritten without the records a later record with
+//!   the same key replaced;
 //! - a hard cap beyond [`crate::broker::ClusterBuilder::partition_bytes_max`]: the oldest
 //!   batches are dropped at once and the log start offset moves past them (not Kafka: a bound on
 //!   the fake's memory).
 
 mod batch;
+mod compaction;
+mod filter;
 #[cfg(test)]
 mod tests;
 
@@ -43,6 +49,7 @@ use batch::{BASE_OFFSET, LEADER_EPOCH, is_log_append_time};
 pub use batch::{
     BATCH_HEADER_BYTES, BatchError, IncomingBatch, Marker, RECORDS_PER_BATCH_MAX, marker_batch, validate_batch,
 };
+pub use compaction::{Cleaned, CleanerConfig};
 
 /// A batch in the log.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -140,6 +147,9 @@ pub struct PartitionLog {
     /// Open transactions: producer id → the offset of its first batch here.
     open: std::collections::BTreeMap<i64, i64>,
     aborted: Vec<AbortedTxn>,
+    /// Where the last cleaning ended (Kafka's cleaner checkpoint): the next one's first dirty
+    /// offset.
+    first_dirty: i64,
 }
 
 impl PartitionLog {
@@ -362,13 +372,19 @@ impl PartitionLog {
     }
 
     /// Whole batches from the one holding `offset` up to the one before `end` (the high
-    /// watermark, or the last stable offset for `read_committed`), within `bytes_max` bytes; with
-    /// `at_least_one`, the first batch whatever its size (KIP-74: the first batch of a fetch
-    /// response). `offset` must be within `log_start ..= high_watermark`.
+    /// watermark, or the last stable offset for `read_committed`), within `bytes_max` bytes and
+    /// one segment (Kafka's `LocalLog.read` reads the first segment with data at or after
+    /// `offset`, never past it: the next fetch reads the next); with `at_least_one`, the first
+    /// batch whatever its size (KIP-74: the first batch of a fetch response). `offset` must be
+    /// within `log_start ..= high_watermark`.
     pub fn read(&self, offset: i64, end: i64, bytes_max: usize, at_least_one: bool) -> Vec<Bytes> {
         let mut out = Vec::new();
         let mut size = 0usize;
-        for batch in self.batches.iter().filter(|b| b.last_offset >= offset).take_while(|b| b.base_offset < end) {
+        let first = self.batches.iter().find(|b| b.last_offset >= offset).map_or(self.log_end, |b| b.base_offset);
+        let segment_end =
+            self.segments.iter().find(|s| s.base_offset > first).map_or(i64::MAX, |s| s.base_offset).min(end);
+        for batch in self.batches.iter().filter(|b| b.last_offset >= offset).take_while(|b| b.base_offset < segment_end)
+        {
             let exempt = at_least_one && out.is_empty();
             if !exempt && size + batch.bytes.len() > bytes_max {
                 break;

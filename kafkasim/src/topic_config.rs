@@ -487,6 +487,20 @@ impl TopicConfigs {
         u64::try_from(self.long("delete.retention.ms")).unwrap_or(0)
     }
 
+    /// The log cleaner's settings: `min.cleanable.dirty.ratio`, `min.compaction.lag.ms`,
+    /// `max.compaction.lag.ms`, `delete.retention.ms` and `segment.bytes`.
+    pub fn cleaner_config(&self) -> crate::log::CleanerConfig {
+        let ratio =
+            self.get("min.cleanable.dirty.ratio").or_else(|| lookup("min.cleanable.dirty.ratio").map(|d| d.default));
+        crate::log::CleanerConfig {
+            min_cleanable_ratio: ratio.and_then(|r| r.trim().parse().ok()).unwrap_or(0.5),
+            min_lag_ms: self.long("min.compaction.lag.ms"),
+            max_lag_ms: self.long("max.compaction.lag.ms"),
+            delete_retention_ms: self.long("delete.retention.ms"),
+            segment_bytes: usize::try_from(self.long("segment.bytes")).unwrap_or(usize::MAX),
+        }
+    }
+
     /// Whether `cleanup.policy` holds `policy` (`delete` or `compact`).
     pub fn cleanup(&self, policy: &str) -> bool {
         list_elements(self.get("cleanup.policy").unwrap_or("delete")).contains(&policy)

@@ -12,6 +12,7 @@
 //! The main function is `Suite::main`, shared with the Kubernetes suite.
 
 mod clients;
+mod compaction;
 mod configs;
 mod groups;
 mod retention;
@@ -101,6 +102,9 @@ fn scenarios() -> Vec<Scenario> {
         scenario!(retention::retention_ms_deletes_segments_older_than_it),
         scenario!(retention::retention_bytes_deletes_the_oldest_segments_above_it),
         scenario!(retention::log_append_time_replaces_the_producers_timestamps),
+        scenario!(compaction::compaction_keeps_each_keys_last_record_and_tombstones),
+        scenario!(compaction::compaction_drops_tombstones_past_delete_retention_ms),
+        scenario!(compaction::compaction_keeps_a_producers_last_batch_as_an_empty_header),
         scenario!(clients::rdkafka_produce_acks_0_then_consume),
         scenario!(clients::rdkafka_produce_acks_1_then_consume),
         scenario!(clients::rdkafka_produce_acks_all_then_consume),
@@ -117,11 +121,12 @@ fn scenarios() -> Vec<Scenario> {
 
 fn start_kafkasim() -> std::io::Result<(Box<dyn std::any::Any + Send>, String)> {
     // As the counterparts are configured (kafka-local.sh, the container): no initial rebalance
-    // delay, retention checked every second.
+    // delay, retention checked every second, the log cleaner looking every second.
     let every_second = std::time::Duration::from_secs(1);
     let builder = kafkasim::Cluster::builder()
         .initial_rebalance_delay(std::time::Duration::ZERO)
-        .retention_check(every_second, every_second);
+        .retention_check(every_second, every_second)
+        .log_cleaner_backoff(every_second);
     let broker = kafkasim::Broker::start_local_with(builder)?;
     let address = broker.bootstrap_servers().to_string();
     Ok((Box::new(broker), address))

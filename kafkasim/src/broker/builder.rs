@@ -36,6 +36,7 @@ impl Default for ClusterBuilder {
                 message_bytes_max: 1_048_588,
                 retention_check_delay: Duration::from_secs(30),
                 retention_check_interval: Duration::from_secs(300),
+                cleaner_backoff: Duration::from_secs(15),
             },
         }
     }
@@ -112,6 +113,16 @@ impl ClusterBuilder {
         self
     }
 
+    /// How long the log cleaner waits after finding no compacted log due before it looks again
+    /// (`log.cleaner.backoff.ms`, 15 s; at least 1 ms); it first looks when the cluster is built.
+    /// A look cleans every `cleanup.policy=compact` partition whose dirty ratio is above
+    /// `min.cleanable.dirty.ratio` (see [`crate::log::CleanerConfig`]); the cluster only sets a
+    /// timer for a look that will find one.
+    pub fn log_cleaner_backoff(mut self, backoff: Duration) -> Self {
+        self.config.cleaner_backoff = backoff.max(Duration::from_millis(1));
+        self
+    }
+
     /// The largest batch accepted (`message.max.bytes`, default 1,048,588).
     pub fn message_bytes_max(mut self, bytes: usize) -> Self {
         self.config.message_bytes_max = bytes;
@@ -139,6 +150,7 @@ impl ClusterBuilder {
                     coordinators: BTreeMap::new(),
                     next_topic: 0,
                     retention_timer: None,
+                    cleaner_timer: None,
                 }),
                 journal: Mutex::new(Journal::default()),
                 log_changed: watch::channel(0).0,

@@ -40,6 +40,7 @@ pub(crate) struct Config {
     pub message_bytes_max: usize,
     pub retention_check_delay: Duration,
     pub retention_check_interval: Duration,
+    pub cleaner_backoff: Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -79,6 +80,8 @@ pub(crate) struct State {
     pub(super) next_topic: u64,
     /// The armed retention check: its serial and when it runs.
     pub(super) retention_timer: Option<(u64, Instant)>,
+    /// The armed look of the log cleaner: its serial and when it runs.
+    pub(super) cleaner_timer: Option<(u64, Instant)>,
 }
 
 /// Whether `topics` has partition `partition` of a topic named `name`.

@@ -171,6 +171,7 @@ impl Cluster {
             topic.configs = configs;
             self.record("kafka.topic.configs", name, summary);
             self.arm_retention(st, name, None);
+            self.arm_cleaner(st, name, None);
         }
         Ok(())
     }

@@ -22,12 +22,14 @@
 //! | `topics` | topics: Metadata, CreateTopics, DeleteTopics |
 //! | `produce` | Produce and InitProducerId |
 //! | `fetch` | Fetch and ListOffsets |
+//! | `cleaner` | the log cleaner: compaction of `cleanup.policy=compact` topics on the cluster's clock |
 //! | `retention` | the retention checks: `retention.ms` and `retention.bytes` on the cluster's clock |
 //! | `coordination` | FindCoordinator, and the cluster as the group coordinator's env |
 //! | `txn` | the transaction coordinator: InitProducerId with a transactional id, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn |
 //! | `views` | introspection for oracles |
 
 mod builder;
+mod cleaner;
 mod cluster;
 mod configs;
 mod conn;

@@ -29,7 +29,7 @@ impl Cluster {
                         .iter()
                         .map(|p| {
                             let result = if !acks_ok {
-                                Err(E::InvalidRequiredAcks.code())
+                                Err(Refusal::from(E::InvalidRequiredAcks.code()))
                             } else {
                                 self.append(st, broker, &name, p).inspect(|(base, last, _)| {
                                     if *last >= *base {
@@ -49,7 +49,11 @@ impl Cluster {
                                 Ok((base, _, log_append_time)) => {
                                     r.with_base_offset(base).with_log_append_time_ms(log_append_time)
                                 }
-                                Err(code) => r.with_error_code(code).with_base_offset(-1),
+                                Err(refusal) => r
+                                    .with_error_code(refusal.code)
+                                    .with_base_offset(-1)
+                                    .with_record_errors(refusal.record_errors())
+                                    .with_error_message(refusal.message()),
                             };
                             if version >= 5 {
                                 r = r.with_log_start_offset(log_start);
@@ -95,38 +99,42 @@ impl Cluster {
         broker: i32,
         topic: &str,
         p: &produce_request::PartitionProduceData,
-    ) -> Result<(i64, i64, i64), i16> {
+    ) -> Result<(i64, i64, i64), Refusal> {
         let part = Part { topic: Some(topic), partition: Some(p.index), group: None };
         let Some(t) = st.topics.get_mut(topic) else {
-            return Err(E::UnknownTopicOrPartition.code());
+            return Err(E::UnknownTopicOrPartition.code().into());
         };
         if t.internal {
             // Kafka's ReplicaManager: "Cannot append to internal topic".
-            return Err(E::InvalidTopicException.code());
+            return Err(E::InvalidTopicException.code().into());
         }
         let bytes_max = t.configs.max_message_bytes(&self.broker_defaults());
         let Some(partition) = usize::try_from(p.index).ok().and_then(|i| t.partitions.get_mut(i)) else {
-            return Err(E::UnknownTopicOrPartition.code());
+            return Err(E::UnknownTopicOrPartition.code().into());
         };
         if partition.leader != broker {
-            return Err(E::NotLeaderOrFollower.code());
+            return Err(E::NotLeaderOrFollower.code().into());
         }
         if let Some(code) = st.faults.error_for(ApiKey::Produce, broker, part) {
-            return Err(code);
+            return Err(code.into());
         }
         let records = p.records.clone().unwrap_or_default();
-        let batch = validate_batch(&records, bytes_max).map_err(|e| e.code())?;
+        let batch = validate_batch(&records, bytes_max).map_err(|e| Refusal::from(e.code()))?;
         if batch.info.control {
             // Kafka's LogValidator: clients may not append control records.
-            return Err(E::InvalidRecord.code());
+            return Err(E::InvalidRecord.code().into());
+        }
+        if !batch.keyless.is_empty() && t.configs.cleanup("compact") {
+            return Err(Refusal::keyless(topic, p.index, &batch.keyless));
         }
         if batch.info.transactional {
-            Self::check_transactional_append(st, batch.info.producer_id, topic, p.index).map_err(|e| e.code())?;
+            Self::check_transactional_append(st, batch.info.producer_id, topic, p.index)
+                .map_err(|e| Refusal::from(e.code()))?;
         }
         let producer = (batch.info.producer_id, batch.info.producer_epoch);
         let seq = (batch.info.base_sequence, batch.last_sequence());
         match st.producers.check(producer, topic, p.index, seq.0, seq.1) {
-            SequenceCheck::Refuse(code) => Err(code),
+            SequenceCheck::Refuse(code) => Err(code.into()),
             SequenceCheck::Duplicate(base) => Ok((base, base - 1, -1)),
             SequenceCheck::Append => {
                 let t = st.topics.get_mut(topic).expect("checked above");
@@ -141,6 +149,7 @@ impl Cluster {
                 let base = partition.log.append(&batch, partition.leader_epoch, &limits, now_ms);
                 st.producers.appended(producer, topic, p.index, seq, base);
                 self.arm_retention(st, topic, Some(p.index));
+                self.arm_cleaner(st, topic, Some(p.index));
                 Ok((base, base + i64::from(batch.info.record_count) - 1, log_append_time))
             }
         }
@@ -180,5 +189,60 @@ impl Cluster {
             }
             Err(code) => r.with_error_code(code),
         }
+    }
+}
+
+/// Why one partition's batch was not appended: the error code and, for records the log
+/// validator refused one by one, their indexes in the batch and why (Produce v8+'s
+/// `record_errors` and `error_message`, KIP-467).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Refusal {
+    code: i16,
+    records: Vec<(i32, String)>,
+}
+
+impl From<i16> for Refusal {
+    fn from(code: i16) -> Self {
+        Refusal { code, records: Vec::new() }
+    }
+}
+
+impl Refusal {
+    /// Records without a key sent to a compacted topic (Kafka's `LogValidator.validateKey`).
+    fn keyless(topic: &str, partition: i32, indexes: &[i32]) -> Refusal {
+        let why = format!("Compacted topic cannot accept message without key in topic partition {topic}-{partition}");
+        Refusal { code: E::InvalidRecord.code(), records: indexes.iter().map(|i| (*i, why.clone())).collect() }
+    }
+
+    fn record_errors(&self) -> Vec<produce_response::BatchIndexAndErrorMessage> {
+        self.records
+            .iter()
+            .map(|(i, why)| {
+                produce_response::BatchIndexAndErrorMessage::default()
+                    .with_batch_index(*i)
+                    .with_batch_index_error_message(Some(why.clone().into()))
+            })
+            .collect()
+    }
+
+    /// Kafka's summary (`UnifiedLog`'s `RecordValidationException` handling): the count and the
+    /// first three, as Java prints a list of `RecordError`s.
+    fn message(&self) -> Option<kafka_protocol::protocol::StrBytes> {
+        if self.records.is_empty() {
+            return None;
+        }
+        let shown: Vec<String> = self
+            .records
+            .iter()
+            .take(3)
+            .map(|(i, why)| format!("RecordError(batchIndex={i}, message='{why}')"))
+            .collect();
+        let text = format!(
+            "One or more records have been rejected due to {} record errors in total, and only showing the first \
+             three errors at most: [{}]",
+            self.records.len(),
+            shown.join(", ")
+        );
+        Some(text.into())
     }
 }

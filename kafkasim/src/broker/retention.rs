@@ -36,17 +36,8 @@ impl Cluster {
 
     /// Sets the timer for the first check of the grid at or after `due` and after now.
     fn arm_retention_at(&self, st: &mut State, due: Instant) {
-        let due = due.max(Instant::now() + Duration::from_nanos(1));
         let first = self.inner.start + self.inner.config.retention_check_delay;
-        let every = self.inner.config.retention_check_interval;
-        let at = if due <= first {
-            first
-        } else {
-            let behind = due.duration_since(first).as_nanos();
-            let step = every.as_nanos().max(1);
-            let checks = behind.div_ceil(step);
-            first + Duration::from_nanos(u64::try_from(checks * step).unwrap_or(u64::MAX))
-        };
+        let at = on_grid(first, self.inner.config.retention_check_interval, due);
         if st.retention_timer.is_some_and(|(_, armed)| armed <= at) {
             return;
         }
@@ -84,4 +75,16 @@ impl Cluster {
             self.arm_retention(st, &name, None);
         }
     }
+}
+
+/// The first time of the grid `first`, `first + every`, … at or after `due` and after now.
+pub(super) fn on_grid(first: Instant, every: Duration, due: Instant) -> Instant {
+    let due = due.max(Instant::now() + Duration::from_nanos(1));
+    if due <= first {
+        return first;
+    }
+    let behind = due.duration_since(first).as_nanos();
+    let step = every.as_nanos().max(1);
+    let checks = behind.div_ceil(step);
+    first + Duration::from_nanos(u64::try_from(checks * step).unwrap_or(u64::MAX))
 }

@@ -122,6 +122,7 @@ impl Cluster {
         }
         for (topic, partition) in &ended.partitions {
             self.arm_retention(st, topic, Some(*partition));
+            self.arm_cleaner(st, topic, Some(*partition));
         }
         for ((group, topic, partition), committed) in ended.offsets {
             st.groups.commit_transactional(&group, &topic, partition, committed);

@@ -12,10 +12,10 @@ pub const RECORDS_PER_BATCH_MAX: i32 = 1_000_000;
 /// Byte offsets inside a v2 record batch header.
 pub(super) const BASE_OFFSET: std::ops::Range<usize> = 0..8;
 pub(super) const LEADER_EPOCH: std::ops::Range<usize> = 12..16;
-const LAST_OFFSET_DELTA: std::ops::Range<usize> = 23..27;
-const MAX_TIMESTAMP: std::ops::Range<usize> = 35..43;
-const CRC: std::ops::Range<usize> = 17..21;
-const ATTRIBUTES: std::ops::Range<usize> = 21..23;
+pub(super) const LAST_OFFSET_DELTA: std::ops::Range<usize> = 23..27;
+pub(super) const MAX_TIMESTAMP: std::ops::Range<usize> = 35..43;
+pub(super) const CRC: std::ops::Range<usize> = 17..21;
+pub(super) const ATTRIBUTES: std::ops::Range<usize> = 21..23;
 const TIMESTAMP_TYPE_LOG_APPEND: i16 = 1 << 3;
 
 pub(super) fn is_log_append_time(batch: &[u8]) -> bool {
@@ -56,6 +56,8 @@ pub struct IncomingBatch {
     pub bytes: Bytes,
     /// The largest record timestamp (the header's max timestamp), milliseconds since the epoch.
     pub max_timestamp: i64,
+    /// The indexes in the batch of the records without a key (a compacted topic refuses them).
+    pub keyless: Vec<i32>,
 }
 
 impl IncomingBatch {
@@ -70,7 +72,12 @@ impl IncomingBatch {
         bytes[MAX_TIMESTAMP].copy_from_slice(&now_ms.to_be_bytes());
         let crc = crc32c::crc32c(&bytes[ATTRIBUTES.start..]);
         bytes[CRC].copy_from_slice(&crc.to_be_bytes());
-        IncomingBatch { info: self.info.clone(), bytes: bytes.freeze(), max_timestamp: now_ms }
+        IncomingBatch {
+            info: self.info.clone(),
+            bytes: bytes.freeze(),
+            max_timestamp: now_ms,
+            keyless: self.keyless.clone(),
+        }
     }
 
     /// Whether the batch's timestamps are log append times (attribute bit 3).
@@ -117,7 +124,8 @@ pub fn validate_batch(records: &Bytes, bytes_max: usize) -> Result<IncomingBatch
         return Err(BatchError::InvalidRecord);
     }
     let max_timestamp = i64::from_be_bytes(records[MAX_TIMESTAMP].try_into().expect("8 bytes"));
-    Ok(IncomingBatch { info: info.clone(), bytes: records.clone(), max_timestamp })
+    let keyless = (0..).zip(&set.records).filter(|(_, r)| r.key.is_none()).map(|(i, _)| i).collect();
+    Ok(IncomingBatch { info: info.clone(), bytes: records.clone(), max_timestamp, keyless })
 }
 
 /// A transaction marker's kind (the control record's key type).
