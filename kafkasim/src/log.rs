@@ -35,7 +35,7 @@
 //!   the fake's memory).
 
 mod batch;
-mod compaction;
+pub mod compaction;
 mod filter;
 #[cfg(test)]
 mod tests;
@@ -49,7 +49,6 @@ use batch::{BASE_OFFSET, LEADER_EPOCH, is_log_append_time};
 pub use batch::{
     BATCH_HEADER_BYTES, BatchError, IncomingBatch, Marker, RECORDS_PER_BATCH_MAX, marker_batch, validate_batch,
 };
-pub use compaction::{Cleaned, CleanerConfig};
 
 /// A batch in the log.
 #[derive(Debug, Clone, PartialEq, Eq)]

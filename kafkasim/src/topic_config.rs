@@ -489,10 +489,10 @@ impl TopicConfigs {
 
     /// The log cleaner's settings: `min.cleanable.dirty.ratio`, `min.compaction.lag.ms`,
     /// `max.compaction.lag.ms`, `delete.retention.ms` and `segment.bytes`.
-    pub fn cleaner_config(&self) -> crate::log::CleanerConfig {
+    pub fn cleaner_config(&self) -> crate::log::compaction::CleanerConfig {
         let ratio =
             self.get("min.cleanable.dirty.ratio").or_else(|| lookup("min.cleanable.dirty.ratio").map(|d| d.default));
-        crate::log::CleanerConfig {
+        crate::log::compaction::CleanerConfig {
             min_cleanable_ratio: ratio.and_then(|r| r.trim().parse().ok()).unwrap_or(0.5),
             min_lag_ms: self.long("min.compaction.lag.ms"),
             max_lag_ms: self.long("max.compaction.lag.ms"),

@@ -8,8 +8,7 @@ mod support;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use kafkasim::client::record_batch;
-use kafkasim::kafka_protocol::messages::*;
-use kafkasim::requests::{fetch, list_offsets, produce, string};
+use kafkasim::requests::{fetch, list_offsets, produce};
 use kafkasim::{Client, Cluster};
 use sim::net::TcpStream;
 use sim::{Ctx, Failure, Simulation};
@@ -30,23 +29,7 @@ async fn setup(ctx: &Ctx, configs: &[(&str, &str)]) -> Result<(Cluster, C), Fail
     cluster.create_topic("t", 1).map_err(|e| fail(format!("{e:?}")))?;
     let stream = ctx.net().host("app").dial("kafka-0:9092").await.map_err(fail)?;
     let mut c = Client::new(stream, "app");
-    let alter = IncrementalAlterConfigsRequest::default().with_resources(vec![
-        incremental_alter_configs_request::AlterConfigsResource::default()
-            .with_resource_type(2)
-            .with_resource_name(string("t"))
-            .with_configs(
-                configs
-                    .iter()
-                    .map(|(k, v)| {
-                        incremental_alter_configs_request::AlterableConfig::default()
-                            .with_name(string(k))
-                            .with_value(Some(string(v)))
-                    })
-                    .collect(),
-            ),
-    ]);
-    let r = c.send(alter, 1).await.map_err(fail)?;
-    expect("alter", r.responses.iter().map(|x| x.error_code).collect::<Vec<_>>(), vec![NONE])?;
+    support::alter_topic(&mut c, "t", configs).await?;
     Ok((cluster, c))
 }
 

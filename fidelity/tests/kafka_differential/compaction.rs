@@ -87,7 +87,7 @@ async fn settled(c: &mut Conn, topic: &str, cleaned: impl Fn(&[String]) -> bool)
 
 fn note_all(ctx: &Ctx, label: &str, lines: &[String]) {
     for (i, line) in lines.iter().enumerate() {
-        ctx.note(&format!("{label} {i}"), line.clone());
+        ctx.note(format!("{label} {i}"), line.clone());
     }
 }
 

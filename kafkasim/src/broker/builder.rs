@@ -116,7 +116,7 @@ impl ClusterBuilder {
     /// How long the log cleaner waits after finding no compacted log due before it looks again
     /// (`log.cleaner.backoff.ms`, 15 s; at least 1 ms); it first looks when the cluster is built.
     /// A look cleans every `cleanup.policy=compact` partition whose dirty ratio is above
-    /// `min.cleanable.dirty.ratio` (see [`crate::log::CleanerConfig`]); the cluster only sets a
+    /// `min.cleanable.dirty.ratio` (see [`crate::log::compaction::CleanerConfig`]); the cluster only sets a
     /// timer for a look that will find one.
     pub fn log_cleaner_backoff(mut self, backoff: Duration) -> Self {
         self.config.cleaner_backoff = backoff.max(Duration::from_millis(1));

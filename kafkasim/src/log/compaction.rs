@@ -30,6 +30,9 @@ use bytes::Bytes;
 use super::filter::{self, Parsed, RawRecord};
 use super::{AbortedTxn, PartitionLog, Segment, StoredBatch};
 
+#[cfg(test)]
+mod tests;
+
 /// A compacted topic's cleaner settings (its topic configs).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CleanerConfig {

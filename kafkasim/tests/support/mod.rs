@@ -84,3 +84,27 @@ pub fn fail(e: impl std::fmt::Display) -> sim::Failure {
 pub fn expect<T: PartialEq + std::fmt::Debug>(what: &str, got: T, want: T) -> Result<(), sim::Failure> {
     if got == want { Ok(()) } else { Err(fail(format!("{what}: got {got:?}, want {want:?}"))) }
 }
+
+/// IncrementalAlterConfigs SET of `configs` on `topic`; fails unless the answer is NONE.
+pub async fn alter_topic<S>(c: &mut Client<S>, topic: &str, configs: &[(&str, &str)]) -> Result<(), sim::Failure>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let alter = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        incremental_alter_configs_request::AlterConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(s(topic))
+            .with_configs(
+                configs
+                    .iter()
+                    .map(|(k, v)| {
+                        incremental_alter_configs_request::AlterableConfig::default()
+                            .with_name(s(k))
+                            .with_value(Some(s(v)))
+                    })
+                    .collect(),
+            ),
+    ]);
+    let r = c.send(alter, 1).await.map_err(fail)?;
+    expect("alter", r.responses.iter().map(|x| x.error_code).collect::<Vec<_>>(), vec![0])
+}
