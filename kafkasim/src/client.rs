@@ -155,6 +155,18 @@ pub fn transactional_record_batch(records: &[RecordInput<'_>], producer: (i64, i
     encode(with_headers, Some(producer), true)
 }
 
+/// [`encode_batch`] as a transactional producer sends it: records with headers, the batch's
+/// transactional flag set (see [`transactional_record_batch`]).
+///
+/// # Errors
+/// [`Error::Encode`].
+pub fn transactional_encode_batch<'a>(
+    records: impl IntoIterator<Item = (Option<&'a [u8]>, Option<&'a [u8]>, i64, RecordHeaders)>,
+    producer: (i64, i16, i32),
+) -> Result<Bytes, Error> {
+    encode(records, Some(producer), true)
+}
+
 fn encode<'a>(
     records: impl IntoIterator<Item = (Option<&'a [u8]>, Option<&'a [u8]>, i64, RecordHeaders)>,
     producer: Option<(i64, i16, i32)>,

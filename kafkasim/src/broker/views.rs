@@ -42,6 +42,29 @@ impl Cluster {
         Some((c.offset, c.metadata.clone()))
     }
 
+    /// The records a `read_committed` consumer reads from a partition, from the log start to the
+    /// last stable offset: no control records, none of an aborted transaction (KIP-98).
+    pub fn committed_records(&self, topic: &str, partition: i32) -> Vec<kafka_protocol::records::Record> {
+        let st = self.lock();
+        let Some(p) = st.topics.get(topic).and_then(|t| t.partitions.get(usize::try_from(partition).ok()?)) else {
+            return Vec::new();
+        };
+        let (start, lso) = (p.log.log_start(), p.log.last_stable_offset());
+        let aborted = p.log.aborted_between(start, lso);
+        let mut out = Vec::new();
+        for b in p.log.batches().filter(|b| b.base_offset < lso) {
+            if aborted.iter().any(|a| {
+                a.producer_id == b.producer_id && a.first_offset <= b.base_offset && b.base_offset < a.last_offset
+            }) {
+                continue;
+            }
+            let mut bytes = b.bytes.clone();
+            let Ok(set) = kafka_protocol::records::RecordBatchDecoder::decode(&mut bytes) else { continue };
+            out.extend(set.records.into_iter().filter(|r| !r.control && r.offset >= start && r.offset < lso));
+        }
+        out
+    }
+
     /// A partition's leader, offsets and batches.
     pub fn partition(&self, topic: &str, partition: i32) -> Option<PartitionView> {
         let st = self.lock();

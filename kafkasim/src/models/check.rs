@@ -29,6 +29,7 @@ pub fn install(ctx: &Ctx, cluster: &Cluster, spec: &Spec) {
 pub struct ModelCheck {
     model: Box<dyn Model>,
     group: String,
+    spec: Spec,
     cluster: Cluster,
     /// Run time minus cluster time: histories stamp run time, the models use the cluster's.
     offset: Duration,
@@ -50,6 +51,7 @@ impl ModelCheck {
         ModelCheck {
             model,
             group: spec.group().to_string(),
+            spec: spec.clone(),
             cluster: cluster.clone(),
             offset: ctx.elapsed().saturating_sub(cluster.elapsed()),
         }
@@ -84,7 +86,7 @@ impl Check for ModelCheck {
     }
 
     fn finish(&mut self, ctx: &Ctx) -> Verdict {
-        let facts = Facts::of(&self.cluster, &self.group);
+        let facts = Facts::of_pipeline(&self.cluster, &self.group, self.spec.pipeline());
         let end = ctx.elapsed().saturating_sub(self.offset);
         let violations = self.model.finish(&facts, end);
         for e in self.model.explained() {

@@ -85,6 +85,37 @@ pub struct Facts {
     pub departures: Vec<Departure>,
     /// When the coordinator handed out each member id (`kafka.group.id`); empty when unknown.
     pub handed_out: BTreeMap<String, Duration>,
+    /// The offsets the coordinator stores for the group at the end, by partition (filled by
+    /// [`Facts::of_pipeline`] for an exactly-once pipeline's input).
+    pub committed: BTreeMap<TopicPartition, i64>,
+    /// The records a `read_committed` consumer reads, by partition (filled by
+    /// [`Facts::of_pipeline`] for an exactly-once pipeline's input and output topics).
+    pub records: BTreeMap<TopicPartition, Vec<CommittedRecord>>,
+}
+
+/// A record a `read_committed` consumer reads, as Q10 sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommittedRecord {
+    /// Its offset.
+    pub offset: i64,
+    /// The input record it names in its [`SOURCE_HEADER`] header, if any.
+    pub source: Option<(TopicPartition, i64)>,
+}
+
+/// The header an exactly-once pipeline's output record names its input record in:
+/// `topic/partition/offset`.
+pub const SOURCE_HEADER: &str = "kafkasim.source";
+
+/// The [`SOURCE_HEADER`] header naming input record `offset` of `tp`: `(name, value)`.
+pub fn source_header(tp: &TopicPartition, offset: i64) -> (&'static str, String) {
+    (SOURCE_HEADER, format!("{}/{}/{offset}", tp.topic, tp.partition))
+}
+
+fn parse_source(value: &[u8]) -> Option<(TopicPartition, i64)> {
+    let text = std::str::from_utf8(value).ok()?;
+    let (rest, offset) = text.rsplit_once('/')?;
+    let (topic, partition) = rest.rsplit_once('/')?;
+    Some((TopicPartition::new(topic, partition.parse().ok()?), offset.parse().ok()?))
 }
 
 impl Facts {
@@ -109,7 +140,44 @@ impl Facts {
                 .filter(|e| e.kind == "kafka.group.id")
                 .filter_map(|e| Some((e.detail.split_once(' ')?.0.to_string(), e.at)))
                 .collect(),
+            committed: BTreeMap::new(),
+            records: BTreeMap::new(),
         }
+    }
+
+    /// [`Facts::of`], and for an exactly-once group reading `pipeline`'s input and writing its
+    /// output ([`Spec::exactly_once`](crate::models::Spec::exactly_once)) the input's committed
+    /// offsets and the committed records of both topics.
+    pub fn of_pipeline(cluster: &Cluster, group: &str, pipeline: Option<(&str, &str)>) -> Facts {
+        let mut facts = Facts::of(cluster, group);
+        let Some((input, output)) = pipeline else { return facts };
+        for topic in [input, output] {
+            for p in 0.. {
+                if cluster.partition(topic, p).is_none() {
+                    break;
+                }
+                let tp = TopicPartition::new(topic, p);
+                if topic == input
+                    && let Some((offset, _)) = cluster.committed(group, topic, p)
+                {
+                    facts.committed.insert(tp.clone(), offset);
+                }
+                let records = cluster
+                    .committed_records(topic, p)
+                    .into_iter()
+                    .map(|r| CommittedRecord {
+                        offset: r.offset,
+                        source: r
+                            .headers
+                            .get(SOURCE_HEADER.as_bytes())
+                            .and_then(|v| v.as_ref())
+                            .and_then(|v| parse_source(v)),
+                    })
+                    .collect();
+                facts.records.insert(tp, records);
+            }
+        }
+        facts
     }
 
     /// The client id of a member id, from the generations it was in.

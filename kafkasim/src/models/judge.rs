@@ -6,6 +6,7 @@ use crate::models::commit_first::CommitFirst;
 use crate::models::drain::ShutdownDrains;
 use crate::models::duplicates::NoDuplicates;
 use crate::models::error_ends::ErrorEndsConsumer;
+use crate::models::exactly_once::ExactlyOnce;
 use crate::models::facts::Facts;
 use crate::models::history::ConsumerHistory;
 use crate::models::loss::LossExplained;
@@ -15,7 +16,7 @@ use crate::models::monotonic::MonotonicCommits;
 use crate::models::order::OrderWithinHold;
 use crate::models::progress::ProgressAfterHeal;
 
-/// The nine models for `spec`, Q1 to Q9.
+/// The ten models for `spec`, Q1 to Q10.
 pub fn models(spec: &Spec) -> Vec<Box<dyn Model>> {
     vec![
         Box::new(NoLossAtCommit::new(spec)),
@@ -27,6 +28,7 @@ pub fn models(spec: &Spec) -> Vec<Box<dyn Model>> {
         Box::new(ErrorEndsConsumer::new(spec)),
         Box::new(ShutdownDrains::new(spec)),
         Box::new(ProgressAfterHeal::new(spec)),
+        Box::new(ExactlyOnce::new(spec)),
     ]
 }
 
@@ -40,7 +42,7 @@ pub struct Report {
 }
 
 impl Report {
-    /// Whether `model` ([`Q1`](crate::models::Q1) … [`Q9`](crate::models::Q9)) found a violation.
+    /// Whether `model` ([`Q1`](crate::models::Q1) … [`Q10`](crate::models::Q10)) found a violation.
     pub fn fired(&self, model: &str) -> bool {
         self.violations.iter().any(|v| v.model == model)
     }

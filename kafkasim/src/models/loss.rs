@@ -40,6 +40,8 @@ pub struct LossExplained {
     /// Member → its crashes: (seq, at).
     crashes: BTreeMap<String, Vec<(u64, Duration)>>,
     explained: Vec<Explained>,
+    /// An exactly-once group: Q10 judges its losses from the committed outputs.
+    exactly_once: bool,
 }
 
 impl LossExplained {
@@ -60,6 +62,7 @@ impl LossExplained {
             commits: Vec::new(),
             crashes: BTreeMap::new(),
             explained: Vec::new(),
+            exactly_once: spec.semantics() == Semantics::ExactlyOnce,
         }
     }
 
@@ -174,6 +177,9 @@ impl Model for LossExplained {
     }
 
     fn finish(&mut self, facts: &Facts, _end: Duration) -> Vec<Violation> {
+        if self.exactly_once {
+            return Vec::new();
+        }
         let mut partitions = self.touched.clone();
         partitions.extend(facts.commits.iter().map(|c| TopicPartition::new(&c.topic, c.partition)));
         let mut out = Vec::new();

@@ -1,4 +1,4 @@
-//! Kafka queue models Q1–Q9: oracles over what consumers did and what the broker saw.
+//! Kafka queue models Q1–Q10: oracles over what consumers did and what the broker saw.
 //!
 //! Consumers record what they do ([`Recorder`]: partitions assigned and revoked, records begun,
 //! processed or failed, commits and their answers, stop requests, leaving, crashes, heals) as
@@ -27,6 +27,7 @@
 //! | Q7 [`ErrorEndsConsumer`] | `q7-error-ends-consumer` | at-least-once: after a processing error, the member neither commits past the failed record nor processes later records of its partition, until it processes it or its hold ends | each event |
 //! | Q8 [`ShutdownDrains`] | `q8-shutdown-drains` | a member told to stop finishes what it began, commits what it processed, leaves with LeaveGroup (the coordinator saw it), and does nothing after | leave; the end |
 //! | Q9 [`ProgressAfterHeal`] | `q9-progress-after-heal` | after a heal, when records were waiting, the group processes one within the [`ProgressBound`] computed from the consumers' [`ConsumerSettings`] | each event; the end |
+//! | Q10 [`ExactlyOnce`] | `q10-exactly-once` | for a consume-transform-produce group ([`Spec::exactly_once`]): every input record below the group's committed offset has exactly one output record a `read_committed` consumer reads (named by its [`SOURCE_HEADER`]), and none above it | the end (broker) |
 //!
 //! Sources of the semantics: Apache Kafka's documentation, *Message Delivery Semantics*
 //! (at-most-once: read, save the position, then process; at-least-once: read, process, then
@@ -38,8 +39,8 @@
 //! (`ILLEGAL_GENERATION`, `UNKNOWN_MEMBER_ID`) but never checks that the committing member holds
 //! the partition: Q2 does.
 //!
-//! Assumptions: offsets are dense (no compaction, no transaction markers), as kafkasim serves
-//! them; members are named by their `client.id`, unique among the group's live consumers.
+//! Assumptions: offsets are dense for Q1–Q9 (no compaction, no transaction markers); Q10 reads
+//! transactional logs through the broker; members are named by their `client.id`, unique among the group's live consumers.
 //! The guide is `docs/src/kafka-models.md`.
 //!
 //! Over a hand-built history — a consumer that commits before processing under at-least-once:
@@ -84,6 +85,7 @@ mod drain;
 mod duplicates;
 mod error_ends;
 pub mod event;
+mod exactly_once;
 pub mod facts;
 mod history;
 mod holds;
@@ -103,13 +105,14 @@ pub use drain::ShutdownDrains;
 pub use duplicates::NoDuplicates;
 pub use error_ends::ErrorEndsConsumer;
 pub use event::{Answer, Event, EventError, TopicPartition, What};
-pub use facts::{Departure, DepartureCause, Facts};
+pub use exactly_once::ExactlyOnce;
+pub use facts::{CommittedRecord, Departure, DepartureCause, Facts, SOURCE_HEADER, source_header};
 pub use history::ConsumerHistory;
 pub use judge::{Report, judge, models};
 pub use loss::LossExplained;
 pub use loss_at_commit::NoLossAtCommit;
 pub use model::{
-    Cause, Explained, Model, OFFSETS_WALKED_MAX, Q1, Q2, Q3, Q4, Q5, Q6, Q7, Q8, Q9, Semantics, Spec, Violation,
+    Cause, Explained, Model, OFFSETS_WALKED_MAX, Q1, Q2, Q3, Q4, Q5, Q6, Q7, Q8, Q9, Q10, Semantics, Spec, Violation,
 };
 pub use monotonic::MonotonicCommits;
 pub use order::OrderWithinHold;

@@ -32,6 +32,8 @@ pub const Q7: &str = "q7-error-ends-consumer";
 pub const Q8: &str = "q8-shutdown-drains";
 /// Q9's oracle name.
 pub const Q9: &str = "q9-progress-after-heal";
+/// Q10's oracle name.
+pub const Q10: &str = "q10-exactly-once";
 
 /// The delivery semantics a group's consumers promise (Kafka's *Message Delivery Semantics*).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,6 +43,10 @@ pub enum Semantics {
     /// Commit, then process: no record is processed twice, a record may be lost (only for a
     /// stated [`Cause`]).
     AtMostOnce,
+    /// Consume, transform, produce in one transaction with the input's offsets (KIP-98's
+    /// `sendOffsetsToTransaction`): every input record below the committed offset has exactly
+    /// one committed output (Q10).
+    ExactlyOnce,
 }
 
 /// A cause of loss a test allows; each explains a lost record only with its evidence (Q5).
@@ -81,6 +87,7 @@ pub struct Spec {
     semantics: Semantics,
     causes: BTreeSet<Cause>,
     bound: ProgressBound,
+    pipeline: Option<(String, String)>,
 }
 
 impl Spec {
@@ -102,7 +109,23 @@ impl Spec {
             semantics,
             causes: BTreeSet::new(),
             bound: ConsumerSettings::default().progress_bound(),
+            pipeline: None,
         }
+    }
+
+    /// `group`'s consumers read `input`, and write one record to `output` per input record in
+    /// the transaction that commits the input's offset (Q10). Each output record names its
+    /// input in a [`SOURCE_HEADER`](crate::models::SOURCE_HEADER) header
+    /// ([`source_header`](crate::models::source_header)).
+    pub fn exactly_once(group: &str, input: &str, output: &str) -> Spec {
+        let mut spec = Spec::new(group, Semantics::ExactlyOnce);
+        spec.pipeline = Some((input.to_string(), output.to_string()));
+        spec
+    }
+
+    /// The input and output topics of an [`Spec::exactly_once`] group.
+    pub fn pipeline(&self) -> Option<(&str, &str)> {
+        self.pipeline.as_ref().map(|(i, o)| (i.as_str(), o.as_str()))
     }
 
     /// Allows a cause of loss (with its evidence; see [`Cause`]).
@@ -147,7 +170,7 @@ impl Spec {
 /// A model's finding: the rule broken, where, and by whom.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Violation {
-    /// The model's oracle name ([`Q1`] … [`Q9`]).
+    /// The model's oracle name ([`Q1`] … [`Q10`]).
     pub model: &'static str,
     /// The group.
     pub group: String,
@@ -240,7 +263,7 @@ impl fmt::Display for Explained {
 /// last. A model built for one semantics passes everything under the other (Q1 and Q7 judge
 /// at-least-once groups; Q3 and Q4 at-most-once groups).
 pub trait Model: Send {
-    /// The oracle's name ([`Q1`] … [`Q9`]).
+    /// The oracle's name ([`Q1`] … [`Q10`]).
     fn name(&self) -> &'static str;
 
     /// Sees one event of the group; returns the rules it breaks.
