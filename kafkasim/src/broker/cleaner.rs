@@ -33,20 +33,7 @@ impl Cluster {
         let Some(due_ms) = due else { return };
         let wait = Duration::from_millis(u64::try_from(due_ms.saturating_sub(now_ms)).unwrap_or(0));
         let at = on_grid(self.inner.start, self.inner.config.cleaner_backoff, Instant::now() + wait);
-        if st.cleaner_timer.is_some_and(|(_, armed)| armed <= at) {
-            return;
-        }
-        let serial = st.cleaner_timer.map_or(0, |(s, _)| s + 1);
-        st.cleaner_timer = Some((serial, at));
-        let cluster = self.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep_until(at).await;
-            let mut st = cluster.lock();
-            if st.cleaner_timer.map(|(s, _)| s) == Some(serial) {
-                st.cleaner_timer = None;
-                cluster.run_cleaner(&mut st);
-            }
-        });
+        self.arm_timer(st, |st| &mut st.cleaner_timer, at, Cluster::run_cleaner);
     }
 
     /// Cleans every compacted partition that is due; arms the next look.

@@ -38,18 +38,33 @@ impl Cluster {
     fn arm_retention_at(&self, st: &mut State, due: Instant) {
         let first = self.inner.start + self.inner.config.retention_check_delay;
         let at = on_grid(first, self.inner.config.retention_check_interval, due);
-        if st.retention_timer.is_some_and(|(_, armed)| armed <= at) {
+        self.arm_timer(st, |st| &mut st.retention_timer, at, Cluster::check_retention);
+    }
+
+    /// Sets the one-shot timer in `slot` for `at` (unless it is set for no later), which then
+    /// calls `run` under the lock; setting it again makes the earlier spawn a no-op (its serial
+    /// no longer matches).
+    pub(super) fn arm_timer(
+        &self,
+        st: &mut State,
+        slot: fn(&mut State) -> &mut Option<(u64, Instant)>,
+        at: Instant,
+        run: fn(&Cluster, &mut State),
+    ) {
+        let timer = slot(st);
+        if timer.is_some_and(|(_, armed)| armed <= at) {
             return;
         }
-        let serial = st.retention_timer.map_or(0, |(s, _)| s + 1);
-        st.retention_timer = Some((serial, at));
+        let serial = timer.map_or(0, |(s, _)| s + 1);
+        *timer = Some((serial, at));
         let cluster = self.clone();
         tokio::spawn(async move {
             tokio::time::sleep_until(at).await;
             let mut st = cluster.lock();
-            if st.retention_timer.map(|(s, _)| s) == Some(serial) {
-                st.retention_timer = None;
-                cluster.check_retention(&mut st);
+            let timer = slot(&mut st);
+            if timer.map(|(s, _)| s) == Some(serial) {
+                *timer = None;
+                run(&cluster, &mut st);
             }
         });
     }
