@@ -463,9 +463,44 @@ fn simulated(m: Option<Measurement>) -> String {
     m.map_or_else(|| "skipped".to_string(), |m| format!("{:.3} s", m.simulated.as_secs_f64()))
 }
 
+/// `--only COLUMN KEY [N]`: runs one column's (`ours` or `floor`) workload `KEY`
+/// (`round_trips`, `idle_hosts`, `heartbeat`, `stream` or `ticker`) N times (default 1) after one
+/// warm-up, printing each wall time: the run to profile (`perf record`, `valgrind
+/// --tool=callgrind`), with nothing else in the process.
+fn only(sizes: Sizes, column: &str, key: &str, times: usize) {
+    let (run, ticker): (fn(Workload) -> Measurement, fn(u64) -> Measurement) = match column {
+        "ours" => (run_ours, ticker_ours),
+        "floor" => (run_floor, ticker_floor),
+        _ => panic!("--only {column:?}: not a column (ours, floor)"),
+    };
+    run(WARM_UP);
+    for _ in 0..times {
+        let m = match sizes.workloads().into_iter().find(|w| w.key() == key) {
+            Some(workload) => run(workload),
+            None if key == "ticker" => ticker(sizes.ticks()),
+            None => {
+                panic!("--only {column} {key:?}: not a workload (round_trips, idle_hosts, heartbeat, stream, ticker)")
+            }
+        };
+        println!(
+            "{column} {key}: {:.3} ms wall, {:.3} s simulated",
+            m.wall.as_secs_f64() * 1e3,
+            m.simulated.as_secs_f64()
+        );
+    }
+}
+
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let sizes = Sizes::new(quick);
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(at) = args.iter().position(|a| a == "--only") {
+        let column = args.get(at + 1).map_or("ours", String::as_str);
+        let key = args.get(at + 2).map_or("round_trips", String::as_str);
+        let times = args.get(at + 3).and_then(|n| n.parse().ok()).unwrap_or(1);
+        only(sizes, column, key, times);
+        return;
+    }
     let reps = sizes.reps;
     let started = Instant::now();
 

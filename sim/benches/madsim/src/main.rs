@@ -134,6 +134,23 @@ fn print(key: &str, m: Measurement) {
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let sizes = Sizes::new(quick);
+    // `--only KEY [N]`: one workload N times after the warm-up, each wall time printed (the run to
+    // profile, as the bench's own `--only`).
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(at) = args.iter().position(|a| a == "--only") {
+        let key = args.get(at + 1).map_or("round_trips", String::as_str);
+        let times = args.get(at + 2).and_then(|n| n.parse().ok()).unwrap_or(1);
+        run_madsim(WARM_UP);
+        for _ in 0..times {
+            let m = match sizes.workloads().into_iter().find(|w| w.key() == key) {
+                Some(workload) => run_madsim(workload),
+                None if key == "ticker" => run_ticker(sizes.ticks()),
+                None => panic!("--only {key:?}: not a workload"),
+            };
+            print(key, m);
+        }
+        return;
+    }
     run_madsim(WARM_UP);
     for workload in sizes.workloads() {
         eprintln!("madsim: running {} ...", workload.label());
