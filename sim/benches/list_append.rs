@@ -128,7 +128,7 @@ fn entries(h: &History) -> Vec<sim::history::Entry> {
             &format!("log_start={} records={}", f.log_start, records(&f.records)),
         );
     }
-    log.entries().cloned().collect()
+    log.entries().collect()
 }
 
 fn measure(label: &str, reps: usize, mut f: impl FnMut()) {

@@ -48,7 +48,8 @@ type Action = Box<dyn FnOnce() + Send>;
 /// A harness event: a kind, an identity, an optional detail and the action to run when due.
 pub struct Event {
     kind: Cow<'static, str>,
-    identity: String,
+    /// Shared, so a connection's label is not copied for each of its deliveries.
+    identity: Arc<str>,
     detail: String,
     action: Option<Action>,
     recorded: bool,
@@ -67,7 +68,7 @@ impl fmt::Debug for Event {
 impl Event {
     /// An event of `kind` (e.g. `"net.deliver"`, `"fault.partition"`) concerning `identity` (a
     /// node, a connection, an operation id). Without an action it only marks the history.
-    pub fn new(kind: impl Into<Cow<'static, str>>, identity: impl Into<String>) -> Event {
+    pub fn new(kind: impl Into<Cow<'static, str>>, identity: impl Into<Arc<str>>) -> Event {
         Event { kind: kind.into(), identity: identity.into(), detail: String::new(), action: None, recorded: true }
     }
 

@@ -58,13 +58,36 @@ impl fmt::Display for Entry {
 }
 
 /// A run's history: the bounded log and the chained hash (see the module docs).
+///
+/// Entries are kept compactly (their text in one buffer, a fixed-size record each) and handed
+/// out as [`Entry`] values made on request: recording an event allocates nothing once the
+/// buffers have grown.
 #[derive(Debug, Clone)]
 pub struct History {
-    entries: VecDeque<Entry>,
+    records: VecDeque<Record>,
+    /// The text of the kept entries (kind, identity, detail, one after another); starts at the
+    /// text of entry `records[0]` after `text_dropped` bytes were dropped from its front.
+    text: String,
+    /// Bytes of text dropped from the front of `text` since the history began.
+    text_dropped: u64,
     next_index: u64,
     hash: u64,
     /// The bytes of the entry being hashed (kept to save an allocation per entry).
     scratch: Vec<u8>,
+    /// Entries kept at most ([`History::ENTRIES_MAX`]; smaller in tests).
+    entries_max: usize,
+}
+
+/// One kept entry: where its text starts (counting every byte ever recorded) and its fields'
+/// lengths.
+#[derive(Debug, Clone, Copy)]
+struct Record {
+    at_nanos: u64,
+    hash: u64,
+    text_at: u64,
+    kind_len: u32,
+    identity_len: u32,
+    detail_len: u32,
 }
 
 impl Default for History {
@@ -79,11 +102,22 @@ impl History {
 
     /// An empty history. Its hash is the hash of nothing (`xxh3_64("")`).
     pub fn new() -> History {
-        History { entries: VecDeque::new(), next_index: 0, hash: xxh3_64(b""), scratch: Vec::new() }
+        History {
+            records: VecDeque::new(),
+            text: String::new(),
+            text_dropped: 0,
+            next_index: 0,
+            hash: xxh3_64(b""),
+            scratch: Vec::new(),
+            entries_max: Self::ENTRIES_MAX,
+        }
     }
 
-    /// Appends an event and returns it (with its index and chained hash).
-    pub fn record(&mut self, at: Duration, kind: &str, identity: &str, detail: &str) -> &Entry {
+    /// Appends an event; returns its index.
+    ///
+    /// # Panics
+    /// If a field is 4 GiB or longer.
+    pub fn record(&mut self, at: Duration, kind: &str, identity: &str, detail: &str) -> u64 {
         let at_nanos = u64::try_from(at.as_nanos()).unwrap_or(u64::MAX);
         // The hashed bytes: previous hash, time, then each field's length and bytes, hashed in
         // one shot (one-shot XXH3 is several times cheaper than its streaming state for short
@@ -97,19 +131,53 @@ impl History {
             scratch.extend_from_slice(field.as_bytes());
         }
         self.hash = xxh3_64(scratch);
-        if self.entries.len() == Self::ENTRIES_MAX {
-            self.entries.pop_front();
+        if self.records.len() == self.entries_max {
+            self.drop_oldest();
         }
-        self.entries.push_back(Entry {
-            index: self.next_index,
+        let len = |field: &str| u32::try_from(field.len()).expect("a history field is shorter than 4 GiB");
+        let record = Record {
             at_nanos,
-            kind: kind.to_string(),
-            identity: identity.to_string(),
-            detail: detail.to_string(),
             hash: self.hash,
-        });
+            text_at: self.text_dropped + self.text.len() as u64,
+            kind_len: len(kind),
+            identity_len: len(identity),
+            detail_len: len(detail),
+        };
+        self.text.push_str(kind);
+        self.text.push_str(identity);
+        self.text.push_str(detail);
+        self.records.push_back(record);
+        let index = self.next_index;
         self.next_index += 1;
-        self.entries.back().expect("an entry was just pushed")
+        index
+    }
+
+    /// Forgets the oldest kept entry (its text goes once half of the buffer is dead).
+    fn drop_oldest(&mut self) {
+        let Some(oldest) = self.records.pop_front() else { return };
+        let dead = match self.records.front() {
+            Some(next) => next.text_at - self.text_dropped,
+            None => oldest.text_at - self.text_dropped + oldest.text_len(),
+        };
+        if dead as usize * 2 >= self.text.len() {
+            self.text.drain(..dead as usize);
+            self.text_dropped += dead;
+        }
+    }
+
+    /// The entry a record describes, with its index.
+    fn materialize(&self, index: u64, r: &Record) -> Entry {
+        let start = (r.text_at - self.text_dropped) as usize;
+        let (kind_end, identity_end) = (start + r.kind_len as usize, start + (r.kind_len + r.identity_len) as usize);
+        let detail_end = identity_end + r.detail_len as usize;
+        Entry {
+            index,
+            at_nanos: r.at_nanos,
+            kind: self.text[start..kind_end].to_string(),
+            identity: self.text[kind_end..identity_end].to_string(),
+            detail: self.text[identity_end..detail_end].to_string(),
+            hash: r.hash,
+        }
     }
 
     /// The chained hash of every entry recorded so far.
@@ -127,20 +195,37 @@ impl History {
         self.next_index == 0
     }
 
+    /// The index of the oldest entry still in memory.
+    fn first_kept(&self) -> u64 {
+        self.next_index - self.records.len() as u64
+    }
+
     /// The entry with this index, if still in memory.
-    pub fn entry(&self, index: u64) -> Option<&Entry> {
-        let first = self.entries.front()?.index;
-        self.entries.get(usize::try_from(index.checked_sub(first)?).ok()?)
+    pub fn entry(&self, index: u64) -> Option<Entry> {
+        let offset = usize::try_from(index.checked_sub(self.first_kept())?).ok()?;
+        self.records.get(offset).map(|r| self.materialize(index, r))
+    }
+
+    /// The fake time of the last entry recorded, in nanoseconds (0 if none is kept).
+    pub fn last_at_nanos(&self) -> u64 {
+        self.records.back().map_or(0, |r| r.at_nanos)
     }
 
     /// The entries still in memory, oldest first.
-    pub fn entries(&self) -> impl Iterator<Item = &Entry> {
-        self.entries.iter()
+    pub fn entries(&self) -> impl Iterator<Item = Entry> + '_ {
+        let first = self.first_kept();
+        self.records.iter().zip(first..).map(|(r, index)| self.materialize(index, r))
     }
 
     /// The entries still in memory, oldest first, moved out.
     pub fn into_entries(self) -> Vec<Entry> {
-        Vec::from(self.entries)
+        self.entries().collect()
+    }
+}
+
+impl Record {
+    fn text_len(&self) -> u64 {
+        u64::from(self.kind_len) + u64::from(self.identity_len) + u64::from(self.detail_len)
     }
 }
 
@@ -199,13 +284,13 @@ mod tests {
         let a = history(&[("send", "a"), ("recv", "b")]);
         let b = history(&[("send", "a"), ("recv", "b")]);
         assert_eq!(a.hash(), b.hash());
-        assert_eq!(diff(&a.entries().cloned().collect::<Vec<_>>(), &b.entries().cloned().collect::<Vec<_>>()), None);
+        assert_eq!(diff(&a.entries().collect::<Vec<_>>(), &b.entries().collect::<Vec<_>>()), None);
     }
 
     #[test]
     fn diff_names_the_first_divergent_event() {
-        let a: Vec<Entry> = history(&[("send", "a"), ("recv", "b"), ("ack", "a")]).entries().cloned().collect();
-        let b: Vec<Entry> = history(&[("send", "a"), ("recv", "c")]).entries().cloned().collect();
+        let a: Vec<Entry> = history(&[("send", "a"), ("recv", "b"), ("ack", "a")]).entries().collect();
+        let b: Vec<Entry> = history(&[("send", "a"), ("recv", "c")]).entries().collect();
         let d = diff(&a, &b).expect("they differ");
         assert_eq!(d.index, 1);
         assert_eq!(d.left.as_ref().map(|e| e.identity.as_str()), Some("b"));
@@ -229,6 +314,27 @@ mod tests {
         }
         assert_eq!(h.hash(), streamed.digest());
         assert_eq!(h.entry(0).map(|e| e.hash), Some(streamed.digest()));
+    }
+
+    #[test]
+    fn a_full_history_drops_its_oldest_entries_from_memory_but_not_from_the_hash() {
+        let mut bounded = History { entries_max: 3, ..History::new() };
+        let mut unbounded = History::new();
+        for i in 0..50u64 {
+            let (who, detail) = (format!("node-{i}"), "x".repeat(i as usize % 7));
+            bounded.record(Duration::from_nanos(i), "send", &who, &detail);
+            unbounded.record(Duration::from_nanos(i), "send", &who, &detail);
+        }
+        assert_eq!((bounded.len(), bounded.hash()), (unbounded.len(), unbounded.hash()));
+        let kept: Vec<Entry> = bounded.entries().collect();
+        let last: Vec<Entry> = unbounded.entries().skip(47).collect();
+        assert_eq!(kept, last);
+        assert_eq!(bounded.entry(46), None);
+        assert_eq!(bounded.entry(49).map(|e| (e.identity, e.detail)), Some(("node-49".into(), "x".repeat(0))));
+        assert_eq!(bounded.last_at_nanos(), 49);
+        // The text of dropped entries goes too: at most twice what the kept entries hold.
+        let kept_text: usize = kept.iter().map(|e| e.kind.len() + e.identity.len() + e.detail.len()).sum();
+        assert!(bounded.text.len() <= 2 * kept_text + 64, "{} bytes of text for {kept_text}", bounded.text.len());
     }
 
     #[test]

@@ -68,11 +68,10 @@ impl Recorder {
             return u64::MAX;
         }
         let mut history = self.history.lock().unwrap_or_else(|p| p.into_inner());
-        let entry = history.record(at, kind, identity, detail);
-        let index = entry.index;
+        let index = history.record(at, kind, identity, detail);
         // The checks get a copy, made only when some check is installed: a check may record
         // events itself, so it runs without the history's lock.
-        let copy = (!self.checks.is_empty()).then(|| entry.clone());
+        let copy = if self.checks.is_empty() { None } else { history.entry(index) };
         drop(history);
         self.trace.push_event(index);
         if let Some(entry) = copy
@@ -91,7 +90,7 @@ impl Recorder {
 
     /// The fake time of the last entry recorded (0 if none).
     pub(crate) fn last_at_nanos(&self) -> u64 {
-        self.history.lock().unwrap_or_else(|p| p.into_inner()).entries().last().map_or(0, |e| e.at_nanos)
+        self.history.lock().unwrap_or_else(|p| p.into_inner()).last_at_nanos()
     }
 
     /// The history, moved out (the run is judged; what is recorded later starts a new one).

@@ -363,15 +363,11 @@ impl Fault<Network> for SilentHost {
                     c.silent = true;
                 }
             }
-            if let Some(h) = st.hosts.get_mut(&host) {
-                h.mode = HostMode::Silent;
-            }
+            st.set_host_mode(&host, HostMode::Silent);
         }
         net.reschedule_all();
         Box::new(move |net| {
-            if let Some(h) = net.core.lock().hosts.get_mut(&host) {
-                h.mode = HostMode::Up;
-            }
+            net.core.lock().set_host_mode(&host, HostMode::Up);
         })
     }
 }

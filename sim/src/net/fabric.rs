@@ -30,7 +30,7 @@ pub(crate) fn schedule_pipe(core: &Arc<Core>, st: &mut State, conn: ConnId, from
     if head_is_data && rules::hold_allowance(&st.view(), conn, from) == Some(0) {
         return; // held after its byte allowance: rescheduled when a rule changes
     }
-    let label = c.label(from).to_string();
+    let label = Arc::clone(&c.labels[from]);
     let core2 = Arc::clone(core);
     let event = Event::new("net.deliver", label).unrecorded().action(move || deliver(&core2, conn, from));
     let id = core.driver.at(head_due, event);
@@ -356,9 +356,12 @@ pub(crate) fn maybe_forget(st: &mut State, conn: ConnId) {
     let done = st.conns.get(&conn).is_some_and(|c| {
         c.ends.iter().all(|e| e.closed) && c.pipes.iter().all(|p| p.queue.is_empty() && p.scheduled.is_none())
     });
+    if !done {
+        return;
+    }
     let queued = st.listeners.values().any(|l| l.queue.contains(&conn));
     let dialing = st.dials.values().any(|d| d.conn == conn && matches!(d.state, DialState::Pending { .. }));
-    if done && !queued && !dialing {
+    if !queued && !dialing {
         st.remove_conn(conn);
     }
 }

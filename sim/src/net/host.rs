@@ -38,9 +38,9 @@ impl Network {
     pub fn start_incarnation(&self, name: &str) -> Host {
         let mut st = self.core.lock();
         let addr = st.host_addr(name);
+        st.set_host_mode(name, HostMode::Up);
         let host = st.hosts.get_mut(name).expect("the host was just made");
         host.incarnation += 1;
-        host.mode = HostMode::Up;
         let incarnation = host.incarnation;
         drop(st);
         self.core.record("net.incarnation", name, incarnation.to_string());

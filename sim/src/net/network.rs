@@ -82,6 +82,7 @@ impl Network {
             ports: BTreeMap::new(),
             endpoint_watches: BTreeMap::new(),
             draining: BTreeMap::new(),
+            silent_hosts: 0,
         };
         Network {
             core: Arc::new(Core { state: Mutex::new(state), driver, recorder, tree: crate::seed::Tree::new(seed) }),
@@ -146,11 +147,8 @@ impl Network {
         for id in &listeners {
             fabric::drop_listener(core, &mut st, *id, how != Ending::Vanish);
         }
-        if how == Ending::Vanish
-            && let Some(h) = st.hosts.get_mut(name)
-            && h.incarnation == incarnation
-        {
-            h.mode = HostMode::Silent;
+        if how == Ending::Vanish && st.hosts.get(name).is_some_and(|h| h.incarnation == incarnation) {
+            st.set_host_mode(name, HostMode::Silent);
         }
         drop(st);
         core.record(

@@ -18,6 +18,8 @@ pub(crate) struct View<'a> {
     pub rules: &'a BTreeMap<RuleId, Rule>,
     pub conns: &'a BTreeMap<ConnId, Conn>,
     pub hosts: &'a BTreeMap<String, HostState>,
+    /// How many hosts are silent (none: no host lookup is needed).
+    pub silent_hosts: usize,
 }
 
 impl View<'_> {
@@ -159,7 +161,9 @@ pub(crate) fn held(v: &View<'_>, conn: ConnId, from: usize) -> bool {
     let (src, dst) = (&c.hosts[from], &c.hosts[1 - from]);
     // A silent connection or host holds its bytes for good: the writer's bound fills and it
     // blocks, as with a peer that never acknowledges.
-    if c.silent || v.host_mode(src) == HostMode::Silent || v.host_mode(dst) == HostMode::Silent {
+    if c.silent
+        || (v.silent_hosts > 0 && (v.host_mode(src) == HostMode::Silent || v.host_mode(dst) == HostMode::Silent))
+    {
         return true;
     }
     if v.rules.is_empty() {

@@ -45,6 +45,9 @@ pub(crate) struct State {
     /// Incarnations draining after SIGTERM (host, incarnation), with the requests their server
     /// ends left unanswered when they closed (see [`super::exchange`]).
     pub draining: BTreeMap<(String, u64), Vec<String>>,
+    /// Hosts whose mode is [`HostMode::Silent`] (kept by [`State::set_host_mode`], so that the
+    /// per-segment question "is either end silent" costs nothing when none is).
+    pub silent_hosts: usize,
 }
 
 /// The shared core of a [`super::network::Network`].
@@ -127,9 +130,24 @@ impl State {
         self.hosts.get(name).map_or(HostMode::Silent, |h| h.mode)
     }
 
+    /// Sets a known host's mode (the one place modes change, so [`State::silent_hosts`] stays
+    /// true). Returns whether the host exists.
+    pub(crate) fn set_host_mode(&mut self, name: &str, mode: HostMode) -> bool {
+        let Some(h) = self.hosts.get_mut(name) else { return false };
+        match (h.mode, mode) {
+            (HostMode::Up, HostMode::Silent) => self.silent_hosts += 1,
+            (HostMode::Silent, HostMode::Up) => {
+                self.silent_hosts = self.silent_hosts.checked_sub(1).expect("State::silent_hosts counts silent hosts");
+            }
+            _ => {}
+        }
+        h.mode = mode;
+        true
+    }
+
     /// What the rules are evaluated against ([`super::rules`]).
     pub(crate) fn view(&self) -> View<'_> {
-        View { rules: &self.rules, conns: &self.conns, hosts: &self.hosts }
+        View { rules: &self.rules, conns: &self.conns, hosts: &self.hosts, silent_hosts: self.silent_hosts }
     }
 
     /// An ephemeral port for a connection from `host` to `to`: Linux's `ip_local_port_range`

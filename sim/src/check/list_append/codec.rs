@@ -263,10 +263,13 @@ impl History {
     ///
     /// # Errors
     /// The [`Rule::Event`] violation naming the first event that does not parse.
-    pub fn from_entries<'a>(entries: impl IntoIterator<Item = &'a Entry>) -> Result<History, Box<Violation>> {
+    pub fn from_entries(
+        entries: impl IntoIterator<Item = impl std::borrow::Borrow<Entry>>,
+    ) -> Result<History, Box<Violation>> {
         let mut feed = Feed::default();
         let mut last = Duration::ZERO;
         for entry in entries {
+            let entry = entry.borrow();
             last = entry.at();
             feed.apply(entry)?;
         }
