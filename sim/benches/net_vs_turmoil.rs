@@ -468,7 +468,8 @@ fn simulated(m: Option<Measurement>) -> String {
 /// warm-up, printing each wall time: the run to profile (`perf record`, `valgrind
 /// --tool=callgrind`), with nothing else in the process.
 fn only(sizes: Sizes, column: &str, key: &str, times: usize) {
-    let (run, ticker): (fn(Workload) -> Measurement, fn(u64) -> Measurement) = match column {
+    type Runs = (fn(Workload) -> Measurement, fn(u64) -> Measurement);
+    let (run, ticker): Runs = match column {
         "ours" => (run_ours, ticker_ours),
         "floor" => (run_floor, ticker_floor),
         _ => panic!("--only {column:?}: not a column (ours, floor)"),

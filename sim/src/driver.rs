@@ -12,11 +12,19 @@
 //!   tick would fire a whole millisecond late.)
 //! - **Ties.** Events whose due times are still equal are sorted canonically (kind, identity,
 //!   scheduling order) and then picked one by one by the seed.
-//! - **Quiescence.** The driver sleeps on tokio's paused clock until the next due time. Paused
-//!   time only auto-advances when every task is idle, so an event fires only once the system has
-//!   done everything it could do before it. tokio's clock advances in 1 ms ticks: events due within
-//!   one tick fire in one pass, in due order, and between two of them the driver yields so that
-//!   the tasks the first one woke run before the second fires.
+//! - **Quiescence.** The driver keeps one tokio timer armed for the next due time. Paused time
+//!   only auto-advances when every task is idle, so an event fires only once the system has done
+//!   everything it could do before it. tokio's clock advances in 1 ms ticks: events due within one
+//!   tick fire in due order, and between two of them the tasks the first one woke run before the
+//!   second fires.
+//! - **Where an event runs.** When the timer fires and no task is waiting to run, the first event
+//!   due runs right there, where tokio's timer wheel wakes what waited for that instant (no task
+//!   is polled for it: a delivered segment costs one timer and the poll of the task it wakes, as a
+//!   timer of the application's own would). Otherwise — tasks were woken before it at this
+//!   instant — and for every later event due at the same instant, and any event scheduled for
+//!   "now", the event runs on the driver's own harness task, one per turn of the scheduler, so the
+//!   tasks queued before it, and those each event woke, run first. An action that panics is
+//!   re-raised on that task (class *panic*).
 //! - **History.** Each event is recorded in the run's history (kind, identity, detail) at the fake
 //!   time it fires, before its action runs — unless it is [`Event::unrecorded`], for events whose
 //!   action records a fuller account itself (network deliveries).
@@ -29,10 +37,15 @@
 //! and says whether `SIM_DROP_FAULTS` drops it, and it caps each workload's operation starts at
 //! `SIM_MAX_OPS` and counts them (both reported in the run's [`crate::Outcome`]).
 
+use std::any::Any;
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
 use crate::recorder::Recorder;
@@ -92,34 +105,90 @@ impl Event {
     }
 }
 
-/// The driver loop's wait for a new head ([`Driver::new_head`]). Dropped unfinished (the loop's
-/// timer fired first), it stops waiting, as a dropped `Notified` leaves `Notify`'s waiter list:
-/// a later new head then sets the flag without waking the loop.
-struct NewHead<'a> {
+/// The driver task's wait for an event due now ([`Driver::due_now`]): ready when the queue's head
+/// is due at or before the current fake time, or when an action fired by the timer panicked (the
+/// task re-raises it). Dropped unfinished, it stops waiting.
+struct DueNow<'a> {
     driver: &'a Driver,
 }
 
-impl std::future::Future for NewHead<'_> {
+impl Future for DueNow<'_> {
     type Output = ();
 
-    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let now_nanos = nanos(self.driver.elapsed());
         let mut queue = self.driver.queue();
-        if std::mem::take(&mut queue.head_changed) {
-            queue.waiter = None;
-            return std::task::Poll::Ready(());
+        let due = queue.pending.first().is_some_and(|head| head.due_nanos <= now_nanos);
+        if (due && !queue.closed) || queue.panic.is_some() {
+            queue.task = None;
+            return Poll::Ready(());
         }
-        match &mut queue.waiter {
+        match &mut queue.task {
             Some(w) if w.will_wake(cx.waker()) => {}
             slot => *slot = Some(cx.waker().clone()),
         }
-        std::task::Poll::Pending
+        drop(queue);
+        // The head may have changed since the timer was last armed (an event that was due was
+        // cancelled): arm it for the head there is now.
+        self.driver.arm();
+        Poll::Pending
     }
 }
 
-impl Drop for NewHead<'_> {
+impl Drop for DueNow<'_> {
     fn drop(&mut self) {
-        self.driver.queue().waiter = None;
+        self.driver.queue().task = None;
     }
+}
+
+/// The driver's timer: one tokio `Sleep`, re-armed for each new head, whose waker is the driver
+/// itself ([`TimerWaker`]), not a task.
+struct Timer {
+    sleep: Pin<Box<tokio::time::Sleep>>,
+    /// The deadline it is registered for, while it has not fired.
+    armed: Option<tokio::time::Instant>,
+    waker: Waker,
+    /// The run's runtime, to ask whether tasks are ready to run.
+    metrics: tokio::runtime::RuntimeMetrics,
+}
+
+/// The waker of the driver's timer: fires the events due when tokio's timer wheel reaches the
+/// armed instant ([`Driver::on_timer`]). Holds the driver weakly (the timer is the driver's).
+struct TimerWaker {
+    driver: Weak<Inner>,
+}
+
+impl Wake for TimerWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        if let Some(inner) = self.driver.upgrade() {
+            Driver { inner }.on_timer();
+        }
+    }
+}
+
+/// Marks the driver busy (see [`Inner::busy`]) until dropped, also when an action panics.
+struct Busy<'a>(&'a AtomicBool, bool);
+
+impl<'a> Busy<'a> {
+    fn mark(flag: &'a AtomicBool) -> Busy<'a> {
+        let was = flag.swap(true, Ordering::Relaxed);
+        Busy(flag, was)
+    }
+}
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        // Nested marks (an action scheduling an event arms the timer) leave it busy.
+        self.0.store(self.1, Ordering::Relaxed);
+    }
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 #[derive(Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Debug)]
@@ -135,16 +204,23 @@ struct Queue {
     ties: Source,
     tie_spread_nanos: u64,
     fired: u64,
+    /// The fake time of the last event fired, in nanoseconds.
+    last_fired_nanos: Option<u64>,
     /// The run is over: new events are dropped.
     closed: bool,
-    /// The driver loop, while it waits for a new head (woken by [`Driver::at`]).
-    waiter: Option<std::task::Waker>,
-    /// A new head arrived while the loop was not waiting: its next wait returns at once.
-    head_changed: bool,
+    /// The driver task, while it waits for an event due now.
+    task: Option<Waker>,
+    /// The panic of an action the timer fired, for the driver task to re-raise.
+    panic: Option<Box<dyn Any + Send>>,
 }
 
 struct Inner {
     queue: Mutex<Queue>,
+    /// Made by the driver task when it starts (a tokio timer needs the runtime).
+    timer: Mutex<Option<Timer>>,
+    /// The driver is running an action or arming its timer: a firing of the timer now (a reset
+    /// to an instant already past fires at once) is left to the driver task.
+    busy: AtomicBool,
     recorder: Arc<Recorder>,
     explore: bool,
     knobs: Mutex<Knobs>,
@@ -196,10 +272,13 @@ impl Driver {
                     ties,
                     tie_spread_nanos: spread.as_nanos() as u64,
                     fired: 0,
+                    last_fired_nanos: None,
                     closed: false,
-                    waiter: None,
-                    head_changed: false,
+                    task: None,
+                    panic: None,
                 }),
+                timer: Mutex::new(None),
+                busy: AtomicBool::new(false),
                 recorder,
                 explore,
                 knobs: Mutex::default(),
@@ -290,15 +369,9 @@ impl Driver {
         let is_head = queue.pending.first().is_none_or(|head| key < *head);
         queue.pending.insert(key);
         queue.events.insert(seq, event);
-        let waiter = if is_head {
-            queue.head_changed = true;
-            queue.waiter.take()
-        } else {
-            None
-        };
         drop(queue);
-        if let Some(waiter) = waiter {
-            waiter.wake();
+        if is_head {
+            self.arm();
         }
         EventId(seq)
     }
@@ -320,7 +393,7 @@ impl Driver {
         }
     }
 
-    /// Drops every pending event (the run is over).
+    /// Drops every pending event and the timer (the run is over).
     pub(crate) fn clear(&self) {
         let events = {
             let mut queue = self.queue();
@@ -331,6 +404,12 @@ impl Driver {
         // Dropped outside the lock: an event's action may own a control guard whose release
         // schedules events (refused now that the queue is closed).
         drop(events);
+        let timer = self.timer().take();
+        drop(timer);
+    }
+
+    fn timer(&self) -> std::sync::MutexGuard<'_, Option<Timer>> {
+        self.inner.timer.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Events waiting to fire.
@@ -346,6 +425,11 @@ impl Driver {
     /// The due time of the next event, if any.
     pub fn next_due(&self) -> Option<Duration> {
         self.queue().pending.first().map(|k| Duration::from_nanos(k.due_nanos))
+    }
+
+    /// The fake time the last event fired at, if one has.
+    pub(crate) fn last_fired(&self) -> Option<Duration> {
+        self.queue().last_fired_nanos.map(Duration::from_nanos)
     }
 
     /// Takes the next event due at or before `now_nanos`: the earliest due time; among events due
@@ -372,52 +456,149 @@ impl Driver {
         };
         queue.pending.remove(&key);
         queue.fired += 1;
+        queue.last_fired_nanos = Some(now_nanos);
         queue.events.remove(&key.seq)
     }
 
-    /// Waits until [`Driver::at`] schedules a new head (at once if one came since the last wait).
-    /// A one-slot waiter, as `tokio::sync::Notify::notify_one` with its permit, without its
-    /// waiter list: the wake is the same (the loop's waker, woken after the queue's lock is
-    /// released), so the schedule is too.
-    fn new_head(&self) -> NewHead<'_> {
-        NewHead { driver: self }
+    /// Records an event (unless it records itself) and runs its action, at fake time `now`.
+    fn fire(&self, now: Duration, event: Event) {
+        if event.recorded {
+            self.inner.recorder.record_at(now, &event.kind, &event.identity, &event.detail);
+        }
+        if let Some(action) = event.action {
+            action();
+        }
     }
 
-    /// The driver loop: runs as a harness task for the whole run.
+    /// Whether the next event is due at or before `now_nanos`; if not, whether explore mode
+    /// draws a turn of the scheduler anyway (what woke may run before the timer is re-armed).
+    fn again(&self, now_nanos: u64) -> bool {
+        let mut queue = self.queue();
+        let more = queue.pending.first().is_some_and(|k| k.due_nanos <= now_nanos);
+        more || (self.inner.explore && queue.ties.ratio(1, 4))
+    }
+
+    /// Wakes the driver task to fire what is due now (or re-raise a panic).
+    fn wake_task(&self) {
+        let task = self.queue().task.take();
+        if let Some(task) = task {
+            task.wake();
+        }
+    }
+
+    /// Arms the timer for the queue's head: registers the head's instant with tokio's timer
+    /// wheel (the timer's waker is [`TimerWaker`]), or, when the head is due already (or the
+    /// timer is not made yet), wakes the driver task.
+    fn arm(&self) {
+        let Some(due) = self.next_due() else { return };
+        let deadline = self.inner.recorder.start() + due;
+        if deadline <= crate::runtime::now() {
+            self.wake_task();
+            return;
+        }
+        let mut timer = self.timer();
+        let Some(t) = timer.as_mut() else {
+            drop(timer);
+            self.wake_task();
+            return;
+        };
+        if t.armed == Some(deadline) {
+            return;
+        }
+        let busy = Busy::mark(&self.inner.busy);
+        t.sleep.as_mut().reset(deadline);
+        let mut cx = Context::from_waker(&t.waker);
+        // Unconstrained: polling the timer must not spend the budget of the task that scheduled
+        // the event (tokio's cooperative scheduling would then make that task yield).
+        let polled = Pin::new(&mut tokio::task::unconstrained(t.sleep.as_mut())).poll(&mut cx);
+        t.armed = polled.is_pending().then_some(deadline);
+        drop(timer);
+        drop(busy);
+        if polled.is_ready() {
+            self.wake_task();
+        }
+    }
+
+    /// The timer fired (see the module docs): runs the first event due, where tokio woke the
+    /// timer; leaves any other event due now to the driver task; re-arms for the next head.
+    fn on_timer(&self) {
+        if self.inner.busy.load(Ordering::Relaxed) {
+            // Fired by our own reset (an instant already past), or while an action runs.
+            self.wake_task();
+            return;
+        }
+        let ready = match self.timer().as_mut() {
+            Some(t) => {
+                t.armed = None;
+                // Tasks queued already (woken at this instant by timers the wheel fired before
+                // this one, or earlier) run before the event, as they would before a task of ours.
+                t.metrics.worker_local_queue_depth(0) + t.metrics.global_queue_depth() > 0
+            }
+            None => false,
+        };
+        if ready {
+            self.wake_task();
+            return;
+        }
+        let now = self.elapsed();
+        let now_nanos = nanos(now);
+        let event = {
+            let queue = self.queue();
+            if queue.closed || queue.panic.is_some() {
+                return;
+            }
+            drop(queue);
+            self.take_next(now_nanos)
+        };
+        if let Some(event) = event {
+            let busy = Busy::mark(&self.inner.busy);
+            let fired = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.fire(now, event)));
+            drop(busy);
+            if let Err(panic) = fired {
+                self.queue().panic = Some(panic);
+                self.wake_task();
+                return;
+            }
+        }
+        if self.again(now_nanos) {
+            self.wake_task();
+        }
+        self.arm();
+    }
+
+    /// Waits until an event is due now (see [`DueNow`]).
+    fn due_now(&self) -> DueNow<'_> {
+        DueNow { driver: self }
+    }
+
+    /// The driver task: runs as a harness task for the whole run. It makes the timer, then fires
+    /// the events due now that the timer leaves to it, one per turn of the scheduler.
     pub(crate) async fn run(self) {
-        let start = self.inner.recorder.start();
+        {
+            let waker = Waker::from(Arc::new(TimerWaker { driver: Arc::downgrade(&self.inner) }));
+            let sleep = Box::pin(tokio::time::sleep_until(self.inner.recorder.start()));
+            let metrics = tokio::runtime::Handle::current().metrics();
+            *self.timer() = Some(Timer { sleep, armed: None, waker, metrics });
+        }
+        self.arm();
         loop {
-            let notified = self.new_head();
-            match self.next_due() {
-                None => notified.await,
-                Some(due) => {
-                    let deadline = start + due;
-                    if deadline > tokio::time::Instant::now() {
-                        tokio::select! {
-                            biased;
-                            () = notified => continue,
-                            () = tokio::time::sleep_until(deadline) => {}
-                        }
-                    }
-                }
+            self.due_now().await;
+            if let Some(panic) = self.queue().panic.take() {
+                std::panic::resume_unwind(panic);
             }
             let mut now = self.elapsed();
-            let now_nanos = u64::try_from(now.as_nanos()).unwrap_or(u64::MAX);
-            while let Some(event) = self.take_next(now_nanos) {
-                if event.recorded {
-                    self.inner.recorder.record_at(now, &event.kind, &event.identity, &event.detail);
-                }
-                if let Some(action) = event.action {
-                    action();
-                }
-                let more = self.next_due().is_some_and(|d| d.as_nanos() as u64 <= now_nanos);
-                if more || (self.inner.explore && self.queue().ties.ratio(1, 4)) {
+            while let Some(event) = self.take_next(nanos(now)) {
+                let busy = Busy::mark(&self.inner.busy);
+                self.fire(now, event);
+                drop(busy);
+                if self.again(nanos(now)) {
                     // Let what this event woke run before the next one (tokio defers a yielding
                     // task until every task that was ready has run and the drivers were polled).
                     tokio::task::yield_now().await;
                     now = self.elapsed();
                 }
             }
+            self.arm();
         }
     }
 }

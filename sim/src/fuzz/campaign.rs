@@ -186,7 +186,10 @@ pub(crate) fn run_with(
     let mut consider = |input: Input, stats: &mut Stats, queue: &mut Vec<Input>| {
         let result = run_input(sim, &input, body);
         stats.runs += 1;
-        let new = features(&result.entries, &result.outcome).into_iter().filter(|f| seen.insert(*f)).count();
+        let new = features(&result.history.entries().collect::<Vec<_>>(), &result.outcome)
+            .into_iter()
+            .filter(|f| seen.insert(*f))
+            .count();
         if let Some(failure) = result.outcome.failure.as_ref().filter(|f| f.class.fails()) {
             if !found.iter().any(|(f, _)| same_failure(f, failure)) {
                 found.push((failure.clone(), input.clone()));

@@ -57,6 +57,7 @@ impl Check for ZombieCheck {
     }
 
     fn finish(&mut self, ctx: &Ctx) -> Verdict {
+        ctx.tasks().settle_suspects();
         // A leak, not a correctness violation: reported with its own class.
         if let Some(failure) = zombie_failure(ctx, &self.owners) {
             ctx.fail(failure);

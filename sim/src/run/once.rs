@@ -14,7 +14,7 @@ use super::config::Mode;
 use super::ctx::{CURRENT_RUN, Ctx, Shared};
 use super::simulation::{Body, BoxFuture, Simulation};
 use crate::driver::Driver;
-use crate::history::Entry;
+use crate::history::History;
 use crate::recorder::Recorder;
 use crate::report::{Class, Failure, Interposed, Outcome};
 use crate::runtime::{self, Progress, Tasks, interpose};
@@ -68,7 +68,8 @@ impl RunSpec {
 /// What one run produced, beyond its public [`Outcome`].
 pub(crate) struct RunResult {
     pub outcome: Outcome,
-    pub entries: Vec<Entry>,
+    /// The run's history (left empty by the sweep for a seed whose history is not read again).
+    pub history: History,
     pub trace: Vec<String>,
     pub swarm_drawn: Vec<String>,
     pub swarm_errors: Vec<SwarmError>,
@@ -148,16 +149,18 @@ fn ensure_panic_hook() {
 /// time and no harness event is pending. Paused time jumps straight to the next timer when every
 /// task is idle, so a blocked run reaches the horizon at once in wall time.
 async fn watch_horizon(ctx: Ctx, tasks: Tasks, horizon: Duration) {
-    let start = tokio::time::Instant::now();
+    let start = tokio::time::Instant::now() - ctx.elapsed();
     loop {
-        let last = tasks.last_active();
-        let mut deadline = last.unwrap_or(start) + horizon;
+        // Activity: a task polled, or a harness event fired (the timer fires most without a poll).
+        let (last, fired) = (tasks.last_active(), ctx.driver().last_fired());
+        let active = last.unwrap_or(start).max(start + fired.unwrap_or_default());
+        let mut deadline = active + horizon;
         if let Some(due) = ctx.driver().next_due() {
             // The event's own firing is activity: look again just after it.
             deadline = deadline.max(start + due + Duration::from_millis(1));
         }
         tokio::time::sleep_until(deadline).await;
-        if tasks.last_active() == last && ctx.driver().pending() == 0 {
+        if tasks.last_active() == last && ctx.driver().last_fired() == fired && ctx.driver().pending() == 0 {
             let live = tasks.live();
             let mut message = format!(
                 "nothing ran for {} of fake time and no harness event is pending; blocked: the run's body",
@@ -315,7 +318,7 @@ pub(crate) fn run_once(spec: RunSpec, body: Arc<Body>, watchdog: Duration) -> Ru
             replays: None,
             trace: None,
         },
-        entries: Vec::new(),
+        history: History::new(),
         trace: Vec::new(),
         swarm_drawn: Vec::new(),
         swarm_errors: Vec::new(),
@@ -533,7 +536,7 @@ fn run_on_this_thread(spec: RunSpec, body: Arc<Body>, progress: Progress) -> Run
     }
     let trace = if keep_trace { trace.render(&history) } else { Vec::new() };
     RunResult {
-        entries: history.into_entries(),
+        history,
         trace,
         swarm_drawn: swarm.as_ref().map(|s| s.values().into_keys().collect()).unwrap_or_default(),
         swarm_errors: swarm.as_ref().map(Swarm::errors).unwrap_or_default(),

@@ -31,7 +31,7 @@ use super::config::{self, ConfigError, Mode, Seeds};
 use super::ctx::Ctx;
 use super::once::{self, RunResult, RunSpec};
 use super::simulation::{Body, BoxFuture, Simulation};
-use crate::history::{self, Entry};
+use crate::history::{self, Entry, History};
 use crate::report::{self, Class, Failure, Identity, Invocation, Outcome, Replays, Report};
 use crate::seed::{Seed, Source};
 use crate::seed_base::{self, BuildBase};
@@ -403,7 +403,7 @@ impl Sweep {
                 }
             }
             if self.keeps_history(&result.outcome) {
-                kept_entries.insert(result.outcome.seed, std::mem::take(&mut result.entries));
+                kept_entries.insert(result.outcome.seed, std::mem::take(&mut result.history).into_entries());
             }
             outcomes.push(result.outcome);
         }
@@ -503,7 +503,7 @@ impl Sweep {
                         if !self.keeps_history(&result.outcome) {
                             // A passing seed's history is never read again: dropping it here keeps
                             // a long sweep's memory flat (it is 0.1–1 MB a seed in the walkthroughs).
-                            result.entries = Vec::new();
+                            result.history = History::new();
                         }
                         if result.outcome.failed() {
                             failed.fetch_add(1, Ordering::Relaxed);
@@ -535,7 +535,15 @@ impl Sweep {
                 break;
             }
             let again = once::run_once(self.spec(seed), Arc::clone(body), self.sim.watchdog);
-            if let Some(divergence) = compare(&first.outcome, &first.entries, &again.outcome, &again.entries) {
+            // The entries are made only when the histories differ (to name the first divergence).
+            let entries = |r: &RunResult| -> Vec<Entry> {
+                if first.outcome.history_hash == again.outcome.history_hash {
+                    Vec::new()
+                } else {
+                    r.history.entries().collect()
+                }
+            };
+            if let Some(divergence) = compare(&first.outcome, &entries(&first), &again.outcome, &entries(&again)) {
                 first.outcome.failure = Some(
                     Failure::new(Class::ReplayDiverged, format!("repeated in this process: {divergence}"))
                         .oracle(crate::oracle::Oracle::SELF_CHECK),
@@ -551,7 +559,7 @@ impl Sweep {
         for result in results {
             let line = ChildLine {
                 outcome: result.outcome.clone(),
-                history: self.child_history.then(|| result.entries.clone()),
+                history: self.child_history.then(|| result.history.entries().collect()),
             };
             match serde_json::to_string(&line) {
                 Ok(json) => {
@@ -1000,9 +1008,12 @@ mod history_retention {
             let failed = result.outcome.failed();
             assert_eq!(failed, result.outcome.seed.0.is_multiple_of(3), "seed {}", result.outcome.seed);
             if failed {
-                assert!(result.entries.len() >= 20, "a failing seed's history is kept for its confirmation");
+                assert!(
+                    result.history.entries().count() >= 20,
+                    "a failing seed's history is kept for its confirmation"
+                );
             } else {
-                assert!(result.entries.is_empty(), "seed {}: a passing seed's history was kept", result.outcome.seed);
+                assert!(result.history.is_empty(), "seed {}: a passing seed's history was kept", result.outcome.seed);
             }
             assert!(result.outcome.events >= 20, "the outcome still counts the history's events");
         }

@@ -27,13 +27,15 @@
 //! **Owners and zombies.** Every task inherits, at spawn, the [`Owner`] (a node incarnation) of
 //! the task that spawned it; [`spawn_detached`] spawns a task that belongs to no node. When an
 //! owner dies, the poll hooks count its tasks' later polls as *zombie polls*, except for the
-//! *drop cascade* that ending an incarnation causes: a poll at the instant of the death (fake
-//! time does not advance while tasks are runnable, so the cascade happens within it) that ends
-//! the task — tokio's cancellation of a task someone aborted (the harness, or a `JoinSet` being
-//! dropped), or a task that wakes to find its channels closed and returns — is not counted, and a
-//! task spawned during such a poll (by a destructor) belongs to no node. A poll after which the
-//! task is still alive, or any poll after that instant, is a zombie poll. What this misses: a task
-//! woken at the very instant of the death that does a side effect and returns in that one poll.
+//! *drop cascade* that ending an incarnation causes: polls at the instant of the death (fake
+//! time does not advance while tasks are runnable, so the cascade happens within it) of a task
+//! that ends within that instant — tokio's cancellation of a task someone aborted (the harness,
+//! or a `JoinSet` being dropped), or a task that wakes to find its channels closed and returns,
+//! perhaps after a poll or two that saw only some of its peers gone — are not counted, and a task
+//! spawned during such a poll (by a destructor) belongs to no node. A task still alive when fake
+//! time moves on (or when the run ends) counts each of its polls at the instant of the death as a
+//! zombie poll, and any poll after that instant is one. What this misses: a task woken at the
+//! very instant of the death that does a side effect and returns within it.
 
 pub mod interpose;
 
@@ -106,8 +108,22 @@ struct TaskState {
     aborted: HashSet<tokio::task::Id>,
     /// The poll in progress, when it is a poll of a dead owner's task in the drop cascade.
     cascade: Option<CascadePoll>,
+    /// Tasks polled in a drop cascade that did not end in that poll: zombies unless they end
+    /// within the instant of the death ([`TaskState::settle`]).
+    suspects: Vec<Suspect>,
     /// The next owner to hand out.
     next_owner: Owner,
+}
+
+/// A task of a dead owner polled at the instant of the death that did not end: its polls there
+/// count as zombie polls if it is still alive once time moves on.
+#[derive(Debug)]
+struct Suspect {
+    id: tokio::task::Id,
+    owner: Owner,
+    /// The instant of the death.
+    at: tokio::time::Instant,
+    polls: u64,
 }
 
 /// A poll of a dead owner's task at the instant of the death: excused if it ends the task.
@@ -198,20 +214,33 @@ impl Tasks {
         out
     }
 
-    /// Polls of tasks after their owner ended, by owner.
+    /// Polls of tasks after their owner ended, by owner (a drop cascade still under way at this
+    /// instant not yet counted).
     pub(crate) fn zombie_polls(&self) -> std::collections::BTreeMap<Owner, u64> {
-        self.lock().zombie_polls.clone()
+        let mut state = self.lock();
+        state.settle(Some(now()));
+        state.zombie_polls.clone()
     }
 
     /// Where the first task polled after its owner ended was spawned, by owner.
     pub(crate) fn zombie_sites(&self) -> std::collections::BTreeMap<Owner, &'static Location<'static>> {
-        self.lock().zombie_sites.clone()
+        let mut state = self.lock();
+        state.settle(Some(now()));
+        state.zombie_sites.clone()
+    }
+
+    /// The run is over (its last instant has run out): a task polled in a drop cascade that is
+    /// still alive is a zombie.
+    pub(crate) fn settle_suspects(&self) {
+        self.lock().settle(None);
     }
 
     fn terminated(&self, meta: &tokio::runtime::TaskMeta<'_>) {
         let mut state = self.lock();
         state.live.remove(&meta.id());
         state.aborted.remove(&meta.id());
+        // Ended within the instant of its owner's death: its cascade polls are excused.
+        state.suspects.retain(|s| s.id != meta.id());
         if let Some(cascade) = state.cascade.as_mut()
             && cascade.id == meta.id()
         {
@@ -227,6 +256,7 @@ impl Tasks {
         // Inside a poll hook the runtime's context is entered: this reads the paused clock.
         let now = now();
         let mut state = self.lock();
+        state.settle(Some(now));
         let (ordinal, owner) = state.live.get(&meta.id()).map_or((u64::MAX, None), |t| (t.ordinal, t.owner));
         state.cascade = None;
         if let Some(owner) = owner
@@ -258,8 +288,13 @@ impl Tasks {
                 }
             }
         } else {
-            *state.zombie_polls.entry(cascade.owner).or_default() += 1;
-            state.note_zombie_site(cascade.owner, meta.id());
+            // Still alive: a zombie unless it ends before the instant does (it may have seen only
+            // some of its peers dropped so far).
+            let at = now();
+            match state.suspects.iter_mut().find(|s| s.id == meta.id()) {
+                Some(s) => s.polls += 1,
+                None => state.suspects.push(Suspect { id: meta.id(), owner: cascade.owner, at, polls: 1 }),
+            }
         }
     }
 
@@ -305,6 +340,21 @@ impl Tasks {
 }
 
 impl TaskState {
+    /// Counts as zombie polls the cascade polls of suspects whose instant is before `now` (all of
+    /// them with `None`): they outlived the instant of their owner's death.
+    fn settle(&mut self, now: Option<tokio::time::Instant>) {
+        if self.suspects.is_empty() {
+            return;
+        }
+        let (due, keep): (Vec<Suspect>, Vec<Suspect>) =
+            std::mem::take(&mut self.suspects).into_iter().partition(|s| now.is_none_or(|now| s.at < now));
+        self.suspects = keep;
+        for s in due {
+            *self.zombie_polls.entry(s.owner).or_default() += s.polls;
+            self.note_zombie_site(s.owner, s.id);
+        }
+    }
+
     fn note_zombie_site(&mut self, owner: Owner, id: tokio::task::Id) {
         if let Some(task) = self.live.get(&id) {
             let site = task.spawned_at;
