@@ -301,6 +301,10 @@ impl Check for OneStatus {
         "one-status"
     }
 
+    fn wants(&self, kind: &str) -> bool {
+        kind == "grpc.call.end"
+    }
+
     fn on_event(&mut self, event: &Entry) -> Verdict {
         if event.kind != "grpc.call.end" {
             return Verdict::Pass;

@@ -52,6 +52,10 @@ impl Check for GoawayFirst {
         "goaway-first"
     }
 
+    fn wants(&self, kind: &str) -> bool {
+        matches!(kind, "node.sigterm" | "grpc.draining" | "node.start" | "node.exit" | "node.crash" | "grpc.stream.end")
+    }
+
     fn on_event(&mut self, event: &Entry) -> Verdict {
         match event.kind.as_str() {
             "node.sigterm" => {

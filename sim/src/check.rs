@@ -56,9 +56,17 @@ pub trait Check: Send {
     fn name(&self) -> &str;
 
     /// Called for every history event, as it is recorded (an event recorded by a check: right
-    /// after the dispatch that recorded it).
+    /// after the dispatch that recorded it), of the kinds it [`wants`](Check::wants).
     fn on_event(&mut self, _event: &Entry) -> Verdict {
         Verdict::Pass
+    }
+
+    /// Whether [`Check::on_event`] is to see events of this kind (by default, every kind). A
+    /// check that reads a few kinds says which: the run then makes no copy of an event no check
+    /// wants. Asked when the event is recorded, outside any dispatch: an event recorded from
+    /// inside a check's callback goes to every check, wanted or not.
+    fn wants(&self, _kind: &str) -> bool {
+        true
     }
 
     /// Called once when the run's body returned `Ok`, in the order the checks were installed.
@@ -76,6 +84,9 @@ impl<T: Check> crate::checks::Observer<Ctx> for T {
     }
     fn on_event(&mut self, event: &Entry) -> Verdict {
         Check::on_event(self, event)
+    }
+    fn wants(&self, kind: &str) -> bool {
+        Check::wants(self, kind)
     }
     fn finish(&mut self, ctx: &Ctx) -> Verdict {
         Check::finish(self, ctx)
@@ -416,6 +427,10 @@ pub struct OneResponse {
 impl Check for OneResponse {
     fn name(&self) -> &str {
         "one-response"
+    }
+
+    fn wants(&self, kind: &str) -> bool {
+        kind == "http.end"
     }
 
     fn on_event(&mut self, event: &Entry) -> Verdict {

@@ -28,8 +28,10 @@ pub enum Verdict {
 pub(crate) trait Observer<X: ?Sized>: Send {
     /// The oracle's name, as failures report it.
     fn name(&self) -> &str;
-    /// Called for every history event.
+    /// Called for every history event (of the kinds it wants).
     fn on_event(&mut self, event: &Entry) -> Verdict;
+    /// Whether `on_event` is to see events of this kind.
+    fn wants(&self, kind: &str) -> bool;
     /// Called once when the run's body returned `Ok`.
     fn finish(&mut self, ctx: &X) -> Verdict;
 }
@@ -37,19 +39,29 @@ pub(crate) trait Observer<X: ?Sized>: Send {
 /// Where the recorder hands each recorded entry: the run's checks.
 pub(crate) trait OnEvent: Send + Sync {
     /// Runs the checks on `event`; returns the first violation.
-    fn on_event(&self, event: &Entry) -> Option<Failure>;
+    fn on_event(&self, event: Entry) -> Option<Failure>;
     /// Whether no check is installed (the recorder then skips the dispatch and its copy of the
     /// entry).
     fn is_empty(&self) -> bool;
+    /// Whether some check wants events of this kind, or a dispatch is under way (an event
+    /// recorded from inside a check goes to every check): else the recorder skips the event.
+    fn wants(&self, kind: &str) -> bool;
 }
 
 impl<X: ?Sized> OnEvent for Checks<X> {
-    fn on_event(&self, event: &Entry) -> Option<Failure> {
+    fn on_event(&self, event: Entry) -> Option<Failure> {
         self.dispatch(event)
     }
 
     fn is_empty(&self) -> bool {
         self.installed.load(Ordering::Acquire) == 0
+    }
+
+    fn wants(&self, kind: &str) -> bool {
+        if self.dispatch.lock().unwrap_or_else(|p| p.into_inner()).busy {
+            return true;
+        }
+        self.list().iter().any(|check| check.wants(kind))
     }
 }
 
@@ -123,7 +135,7 @@ impl<X: ?Sized> Checks<X> {
     }
 
     /// Marks a dispatch as under way; `false` if one already is (the event waits in the queue).
-    fn begin(&self, event: Option<&Entry>) -> bool {
+    fn begin(&self, event: Option<Entry>) -> bool {
         let mut dispatch = self.dispatch.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(event) = event {
             assert!(
@@ -132,7 +144,7 @@ impl<X: ?Sized> Checks<X> {
                  (Dispatch::QUEUE_MAX): checks recording events for each other's events without end",
                 Dispatch::QUEUE_MAX
             );
-            dispatch.queue.push_back(event.clone());
+            dispatch.queue.push_back(event);
         }
         !std::mem::replace(&mut dispatch.busy, true)
     }
@@ -159,7 +171,7 @@ impl<X: ?Sized> Checks<X> {
 
     /// Runs every check on one event (and on the events checks record meanwhile); returns the
     /// first violation. Called again from inside a check, it only queues the event.
-    fn dispatch(&self, event: &Entry) -> Option<Failure> {
+    fn dispatch(&self, event: Entry) -> Option<Failure> {
         if !self.begin(Some(event)) {
             return None;
         }

@@ -54,7 +54,7 @@ use crate::seed::Source;
 
 /// The identity of a scheduled event, for [`Driver::cancel`].
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct EventId(u64);
+pub struct EventId(Key);
 
 type Action = Box<dyn FnOnce() + Send>;
 
@@ -118,7 +118,7 @@ impl Future for DueNow<'_> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let now_nanos = nanos(self.driver.elapsed());
         let mut queue = self.driver.queue();
-        let due = queue.pending.first().is_some_and(|head| head.due_nanos <= now_nanos);
+        let due = queue.events.first_key_value().is_some_and(|(head, _)| head.due_nanos <= now_nanos);
         if (due && !queue.closed) || queue.panic.is_some() {
             queue.task = None;
             return Poll::Ready(());
@@ -165,7 +165,7 @@ impl Wake for TimerWaker {
 
     fn wake_by_ref(self: &Arc<Self>) {
         if let Some(inner) = self.driver.upgrade() {
-            Driver { inner }.on_timer();
+            crate::runtime::clock_still(|| Driver { inner }.on_timer());
         }
     }
 }
@@ -191,15 +191,15 @@ fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
-#[derive(Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Debug)]
+#[derive(Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Debug, Hash)]
 struct Key {
     due_nanos: u64,
     seq: u64,
 }
 
 struct Queue {
-    pending: BTreeSet<Key>,
-    events: BTreeMap<u64, Event>,
+    /// The pending events, in due order (ties in scheduling order).
+    events: BTreeMap<Key, Event>,
     next_seq: u64,
     ties: Source,
     tie_spread_nanos: u64,
@@ -266,7 +266,6 @@ impl Driver {
         Driver {
             inner: Arc::new(Inner {
                 queue: Mutex::new(Queue {
-                    pending: BTreeSet::new(),
                     events: BTreeMap::new(),
                     next_seq: 0,
                     ties,
@@ -352,10 +351,10 @@ impl Driver {
         if queue.closed {
             drop(queue);
             drop(event);
-            return EventId(u64::MAX);
+            return EventId(Key { due_nanos: u64::MAX, seq: u64::MAX });
         }
         assert!(
-            queue.pending.len() < Self::PENDING_MAX,
+            queue.events.len() < Self::PENDING_MAX,
             "driver queue is full (Driver::PENDING_MAX = {} events): a runaway schedule",
             Self::PENDING_MAX
         );
@@ -366,14 +365,13 @@ impl Driver {
         let seq = queue.next_seq;
         queue.next_seq += 1;
         let key = Key { due_nanos, seq };
-        let is_head = queue.pending.first().is_none_or(|head| key < *head);
-        queue.pending.insert(key);
-        queue.events.insert(seq, event);
+        let is_head = queue.events.first_key_value().is_none_or(|(head, _)| key < *head);
+        queue.events.insert(key, event);
         drop(queue);
         if is_head {
             self.arm();
         }
-        EventId(seq)
+        EventId(key)
     }
 
     /// Schedules `event` after `delay` of fake time (see [`Driver::at`]).
@@ -383,14 +381,7 @@ impl Driver {
 
     /// Removes a pending event. Returns whether it was still pending.
     pub fn cancel(&self, id: EventId) -> bool {
-        let mut queue = self.queue();
-        match queue.events.remove(&id.0) {
-            Some(_) => {
-                queue.pending.retain(|k| k.seq != id.0);
-                true
-            }
-            None => false,
-        }
+        self.queue().events.remove(&id.0).is_some()
     }
 
     /// Drops every pending event and the timer (the run is over).
@@ -398,7 +389,6 @@ impl Driver {
         let events = {
             let mut queue = self.queue();
             queue.closed = true;
-            queue.pending.clear();
             std::mem::take(&mut queue.events)
         };
         // Dropped outside the lock: an event's action may own a control guard whose release
@@ -414,7 +404,7 @@ impl Driver {
 
     /// Events waiting to fire.
     pub fn pending(&self) -> usize {
-        self.queue().pending.len()
+        self.queue().events.len()
     }
 
     /// Events fired so far.
@@ -424,7 +414,7 @@ impl Driver {
 
     /// The due time of the next event, if any.
     pub fn next_due(&self) -> Option<Duration> {
-        self.queue().pending.first().map(|k| Duration::from_nanos(k.due_nanos))
+        self.queue().events.first_key_value().map(|(k, _)| Duration::from_nanos(k.due_nanos))
     }
 
     /// The fake time the last event fired at, if one has.
@@ -437,27 +427,26 @@ impl Driver {
     /// the seed. One at a time, so an event's action can still cancel the next.
     fn take_next(&self, now_nanos: u64) -> Option<Event> {
         let mut queue = self.queue();
-        let first = *queue.pending.first()?;
+        let first = *queue.events.first_key_value()?.0;
         if first.due_nanos > now_nanos {
             return None;
         }
-        let tied = queue.pending.iter().nth(1).is_some_and(|k| k.due_nanos == first.due_nanos);
+        let mut keys = queue.events.keys();
+        keys.next();
+        let tied = keys.next().is_some_and(|k| k.due_nanos == first.due_nanos);
         let key = if !tied {
             first
         } else {
-            let mut ties: Vec<Key> =
-                queue.pending.iter().take_while(|k| k.due_nanos == first.due_nanos).copied().collect();
-            ties.sort_by(|a, b| {
-                let (ea, eb) = (&queue.events[&a.seq], &queue.events[&b.seq]);
-                (&ea.kind, &ea.identity, a.seq).cmp(&(&eb.kind, &eb.identity, b.seq))
-            });
+            let mut ties: Vec<(&Key, &Event)> =
+                queue.events.iter().take_while(|(k, _)| k.due_nanos == first.due_nanos).collect();
+            ties.sort_by(|(a, ea), (b, eb)| (&ea.kind, &ea.identity, a.seq).cmp(&(&eb.kind, &eb.identity, b.seq)));
+            let ties: Vec<Key> = ties.into_iter().map(|(k, _)| *k).collect();
             let pick = queue.ties.below(ties.len() as u64) as usize;
             ties[pick]
         };
-        queue.pending.remove(&key);
         queue.fired += 1;
         queue.last_fired_nanos = Some(now_nanos);
-        queue.events.remove(&key.seq)
+        queue.events.remove(&key)
     }
 
     /// Records an event (unless it records itself) and runs its action, at fake time `now`.
@@ -474,7 +463,7 @@ impl Driver {
     /// draws a turn of the scheduler anyway (what woke may run before the timer is re-armed).
     fn again(&self, now_nanos: u64) -> bool {
         let mut queue = self.queue();
-        let more = queue.pending.first().is_some_and(|k| k.due_nanos <= now_nanos);
+        let more = queue.events.first_key_value().is_some_and(|(k, _)| k.due_nanos <= now_nanos);
         more || (self.inner.explore && queue.ties.ratio(1, 4))
     }
 

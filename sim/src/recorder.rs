@@ -54,7 +54,7 @@ impl Recorder {
 
     /// Fake time since the run started.
     pub(crate) fn elapsed(&self) -> Duration {
-        crate::runtime::now().saturating_duration_since(self.start)
+        crate::runtime::elapsed_since(self.start)
     }
 
     /// The run's start on tokio's clock.
@@ -67,15 +67,16 @@ impl Recorder {
         if self.closed.load(Ordering::SeqCst) {
             return u64::MAX;
         }
+        // The checks get a copy, made only when some check wants the event: a check may record
+        // events itself, so it runs without the history's lock.
+        let wanted = !self.checks.is_empty() && self.checks.wants(kind);
         let mut history = self.history.lock().unwrap_or_else(|p| p.into_inner());
         let index = history.record(at, kind, identity, detail);
-        // The checks get a copy, made only when some check is installed: a check may record
-        // events itself, so it runs without the history's lock.
-        let copy = if self.checks.is_empty() { None } else { history.entry(index) };
+        let copy = if wanted { history.entry(index) } else { None };
         drop(history);
         self.trace.push_event(index);
         if let Some(entry) = copy
-            && let Some(failure) = self.checks.on_event(&entry)
+            && let Some(failure) = self.checks.on_event(entry)
             && let Some(sink) = self.on_violation.get()
         {
             sink(failure);

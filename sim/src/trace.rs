@@ -46,13 +46,39 @@ pub struct TraceBuf {
 #[derive(Debug)]
 enum Item {
     Text(String),
-    Event(u64),
+    /// History events `first..first + count`, recorded one after another with no text between.
+    Events {
+        first: u64,
+        count: u64,
+    },
 }
 
 #[derive(Debug, Default)]
 struct Lines {
     kept: VecDeque<Item>,
+    /// Lines `kept` holds (an `Events` item holds `count`).
+    len: usize,
     dropped: u64,
+}
+
+impl Lines {
+    /// Drops the oldest lines beyond [`TraceBuf::LINES_MAX`].
+    fn trim(&mut self) {
+        while self.len > TraceBuf::LINES_MAX {
+            match self.kept.front_mut() {
+                Some(Item::Events { first, count }) if *count > 1 => {
+                    *first += 1;
+                    *count -= 1;
+                }
+                Some(_) => {
+                    self.kept.pop_front();
+                }
+                None => break,
+            }
+            self.len -= 1;
+            self.dropped += 1;
+        }
+    }
 }
 
 impl TraceBuf {
@@ -64,51 +90,46 @@ impl TraceBuf {
         TraceBuf::default()
     }
 
-    fn push_item(&self, item: Item) {
-        let mut lines = self.lines.lock().unwrap_or_else(|p| p.into_inner());
-        if lines.kept.len() == Self::LINES_MAX {
-            lines.kept.pop_front();
-            lines.dropped += 1;
-        }
-        lines.kept.push_back(item);
-    }
-
     /// Appends one line (without its newline).
     pub fn push(&self, line: String) {
-        self.push_item(Item::Text(line));
+        let mut lines = self.lines.lock().unwrap_or_else(|p| p.into_inner());
+        lines.kept.push_back(Item::Text(line));
+        lines.len += 1;
+        lines.trim();
     }
 
-    /// Marks the place of history event `index`.
+    /// Marks the place of history event `index` (events recorded one after another share one
+    /// item).
     pub(crate) fn push_event(&self, index: u64) {
-        self.push_item(Item::Event(index));
+        let mut lines = self.lines.lock().unwrap_or_else(|p| p.into_inner());
+        match lines.kept.back_mut() {
+            Some(Item::Events { first, count }) if *first + *count == index => *count += 1,
+            _ => lines.kept.push_back(Item::Events { first: index, count: 1 }),
+        }
+        lines.len += 1;
+        lines.trim();
     }
 
     /// Every line kept, oldest first, with events rendered from `history`, preceded by a note if
     /// older lines were dropped.
     pub fn render(&self, history: &crate::history::History) -> Vec<String> {
         let lines = self.lines.lock().unwrap_or_else(|p| p.into_inner());
-        let mut out = Vec::with_capacity(lines.kept.len() + 1);
+        let mut out = Vec::with_capacity(lines.len + 1);
         if lines.dropped > 0 {
             out.push(format!("… {} earlier lines dropped (TraceBuf::LINES_MAX = {})", lines.dropped, Self::LINES_MAX));
         }
+        let event = |index: u64| match history.entry(index) {
+            Some(e) => {
+                let sep = if e.detail.is_empty() { "" } else { " " };
+                format!("[{}] event #{} {} {}{sep}{}", format_elapsed(e.at()), e.index, e.kind, e.identity, e.detail)
+            }
+            None => format!("event #{index} (dropped from memory: History::ENTRIES_MAX)"),
+        };
         for item in &lines.kept {
-            out.push(match item {
-                Item::Text(text) => text.clone(),
-                Item::Event(index) => match history.entry(*index) {
-                    Some(e) => {
-                        let sep = if e.detail.is_empty() { "" } else { " " };
-                        format!(
-                            "[{}] event #{} {} {}{sep}{}",
-                            format_elapsed(e.at()),
-                            e.index,
-                            e.kind,
-                            e.identity,
-                            e.detail
-                        )
-                    }
-                    None => format!("event #{index} (dropped from memory: History::ENTRIES_MAX)"),
-                },
-            });
+            match item {
+                Item::Text(text) => out.push(text.clone()),
+                Item::Events { first, count } => out.extend((*first..*first + *count).map(event)),
+            }
         }
         out
     }
@@ -364,6 +385,37 @@ mod tests {
         "[    0.500000s] event #6 failure correctness [idempotency] key op-3 failed but took effect",
         "[    0.600000s] event #7 node.sigterm kv-0 incarnation 1",
     ];
+
+    #[test]
+    fn events_and_text_render_in_order_and_the_oldest_lines_go_beyond_the_bound() {
+        let mut history = crate::history::History::new();
+        let trace = TraceBuf::new();
+        trace.push("start".to_string());
+        for i in 0..3u64 {
+            let index = history.record(Duration::from_millis(i), "send", "a", "");
+            trace.push_event(index);
+        }
+        trace.push("middle".to_string());
+        let index = history.record(Duration::from_millis(5), "recv", "b", "2 bytes");
+        trace.push_event(index);
+        let rendered = trace.render(&history);
+        assert_eq!(rendered.len(), 6, "{rendered:?}");
+        assert_eq!(rendered[0], "start");
+        assert!(rendered[1].contains("event #0 send a") && rendered[3].contains("event #2 send a"), "{rendered:?}");
+        assert_eq!(rendered[4], "middle");
+        assert!(rendered[5].ends_with("event #3 recv b 2 bytes"), "{rendered:?}");
+
+        // Past the bound, the oldest lines go one by one, also out of a run of events.
+        for _ in 0..TraceBuf::LINES_MAX - 3 {
+            let index = history.record(Duration::from_millis(9), "tick", "c", "");
+            trace.push_event(index);
+        }
+        let rendered = trace.render(&history);
+        assert_eq!(rendered.len(), TraceBuf::LINES_MAX + 1);
+        assert_eq!(rendered[0], format!("… 3 earlier lines dropped (TraceBuf::LINES_MAX = {})", TraceBuf::LINES_MAX));
+        assert!(rendered[1].contains("event #2 send a"), "{}", rendered[1]);
+        assert_eq!(rendered[2], "middle");
+    }
 
     #[test]
     fn focus_takes_the_message_words_that_are_history_identities_and_ends_at_the_failure() {

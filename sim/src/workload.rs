@@ -210,25 +210,26 @@ impl Default for Budget {
 /// A workload over a model `M`.
 pub struct Workload<M> {
     model: Arc<Mutex<M>>,
-    ops: Vec<Operation<M>>,
+    /// Shared: each running operation holds the workload.
+    ops: Arc<Vec<Operation<M>>>,
     next_id: Arc<Mutex<u64>>,
 }
 
 impl<M> Clone for Workload<M> {
     fn clone(&self) -> Self {
-        Workload { model: Arc::clone(&self.model), ops: self.ops.clone(), next_id: Arc::clone(&self.next_id) }
+        Workload { model: Arc::clone(&self.model), ops: Arc::clone(&self.ops), next_id: Arc::clone(&self.next_id) }
     }
 }
 
 impl<M: Send + 'static> Workload<M> {
     /// A workload over `model` with no operations yet.
     pub fn new(model: M) -> Workload<M> {
-        Workload { model: Arc::new(Mutex::new(model)), ops: Vec::new(), next_id: Arc::new(Mutex::new(0)) }
+        Workload { model: Arc::new(Mutex::new(model)), ops: Arc::new(Vec::new()), next_id: Arc::new(Mutex::new(0)) }
     }
 
     /// Adds an operation.
     pub fn op(mut self, op: Operation<M>) -> Workload<M> {
-        self.ops.push(op);
+        Arc::make_mut(&mut self.ops).push(op);
         self
     }
 

@@ -71,6 +71,10 @@ impl Check for ModelCheck {
         self.model.name()
     }
 
+    fn wants(&self, kind: &str) -> bool {
+        kind == "node.crash" || kind.starts_with(crate::models::event::KIND_PREFIX)
+    }
+
     fn on_event(&mut self, entry: &Entry) -> Verdict {
         let at = entry.at().saturating_sub(self.offset);
         let event = if entry.kind == "node.crash" {

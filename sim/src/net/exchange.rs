@@ -218,35 +218,39 @@ fn skip_body(body: &mut Body, data: &[u8]) -> (usize, bool) {
     }
 }
 
-/// A parsed message head: the start line's words and the framing headers.
-struct Head {
-    start: Vec<String>,
+/// A parsed message head: the start line's first two words (method and target, or version and
+/// status) and the framing headers. Borrowed from the bytes read: parsing allocates nothing.
+struct Head<'a> {
+    first: &'a [u8],
+    second: &'a [u8],
     content_length: Option<u64>,
     chunked: bool,
 }
 
-fn parse_head(bytes: &[u8]) -> Head {
-    let text = String::from_utf8_lossy(bytes);
-    let mut lines = text.split("\r\n");
-    let start = lines.next().unwrap_or("").split(' ').map(str::to_string).collect();
+fn parse_head(bytes: &[u8]) -> Head<'_> {
+    let mut lines = bytes.split(|&b| b == b'\n').map(|line| line.strip_suffix(b"\r").unwrap_or(line));
+    let mut words = lines.next().unwrap_or_default().split(|&b| b == b' ');
+    let (first, second) = (words.next().unwrap_or_default(), words.next().unwrap_or_default());
     let (mut content_length, mut chunked) = (None, false);
     for line in lines {
-        let Some((name, value)) = line.split_once(':') else { continue };
-        let (name, value) = (name.trim(), value.trim());
-        if name.eq_ignore_ascii_case("content-length") {
-            content_length = value.parse().ok();
-        } else if name.eq_ignore_ascii_case("transfer-encoding") && value.to_ascii_lowercase().contains("chunked") {
+        let Some(colon) = line.iter().position(|&b| b == b':') else { continue };
+        let (name, value) = (line[..colon].trim_ascii(), line[colon + 1..].trim_ascii());
+        if name.eq_ignore_ascii_case(b"content-length") {
+            content_length = std::str::from_utf8(value).ok().and_then(|v| v.parse().ok());
+        } else if name.eq_ignore_ascii_case(b"transfer-encoding")
+            && value.windows(7).any(|w| w.eq_ignore_ascii_case(b"chunked"))
+        {
             chunked = true;
         }
     }
-    Head { start, content_length, chunked }
+    Head { first, second, content_length, chunked }
 }
 
 /// What [`feed`] found.
 enum Found<'a> {
     /// A complete head: the callback returns the body that follows (`None`: none), or `Err`
     /// when the stream is not to be followed further.
-    Head(&'a Head),
+    Head(&'a Head<'a>),
     /// A message (head and body) is complete.
     End,
 }
@@ -265,20 +269,23 @@ fn feed(framing: &mut Framing, mut data: &[u8], on: &mut dyn FnMut(Found<'_>) ->
             }
             continue;
         }
-        // Reading a head: up to the empty line.
-        let before = framing.head.len();
-        framing.head.extend_from_slice(data);
-        let Some(end) = find_head_end(&framing.head, before.saturating_sub(3)) else {
-            if framing.head.len() > HEAD_BYTES_MAX {
-                return false;
-            }
-            return true;
+        // Reading a head: up to the empty line (read in place when all of it came at once).
+        let (verdict, consumed) = if framing.head.is_empty()
+            && let Some(end) = find_head_end(data, 0)
+        {
+            (on(Found::Head(&parse_head(&data[..end]))), end)
+        } else {
+            let before = framing.head.len();
+            framing.head.extend_from_slice(data);
+            let Some(end) = find_head_end(&framing.head, before.saturating_sub(3)) else {
+                return framing.head.len() <= HEAD_BYTES_MAX;
+            };
+            let verdict = on(Found::Head(&parse_head(&framing.head[..end])));
+            framing.head.clear();
+            (verdict, end - before)
         };
-        let consumed = end - before;
-        let head = parse_head(&framing.head[..end]);
-        framing.head.clear();
         data = &data[consumed..];
-        match on(Found::Head(&head)) {
+        match verdict {
             Err(()) => return false,
             Ok(None) => {
                 let _ = on(Found::End);
@@ -310,11 +317,13 @@ impl Http1 {
         let owed = &mut self.owed;
         feed(&mut self.requests, data, &mut |found| {
             let Found::Head(head) = found else { return Ok(None) };
-            let method = head.start.first().cloned().unwrap_or_default();
-            if method == "CONNECT" {
+            if head.first == b"CONNECT" {
                 return Err(());
             }
-            owed.push_back(format!("{method} {}", head.start.get(1).cloned().unwrap_or_default()));
+            let mut request = String::from_utf8_lossy(head.first).into_owned();
+            request.push(' ');
+            request.push_str(&String::from_utf8_lossy(head.second));
+            owed.push_back(request);
             Ok(match (head.chunked, head.content_length) {
                 (true, _) => Some(Body::Chunked(Chunk::Size(Vec::new()))),
                 (false, Some(n)) if n > 0 => Some(Body::Length(n)),
@@ -335,7 +344,7 @@ impl Http1 {
                 }
                 Found::Head(head) => head,
             };
-            let status: u16 = head.start.get(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+            let status: u16 = std::str::from_utf8(head.second).ok().and_then(|s| s.parse().ok()).unwrap_or(0);
             if status == 101 {
                 return Err(());
             }

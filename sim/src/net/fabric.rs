@@ -23,12 +23,18 @@ pub(crate) fn schedule_pipe(core: &Arc<Core>, st: &mut State, conn: ConnId, from
     {
         return;
     }
-    if rules::held(&st.view(), conn, from) {
+    if c.silent {
         return;
     }
-    let head_is_data = matches!(c.pipes[from].queue.front().map(|s| &s.kind), Some(SegKind::Data(_)));
-    if head_is_data && rules::hold_allowance(&st.view(), conn, from) == Some(0) {
-        return; // held after its byte allowance: rescheduled when a rule changes
+    // With no rule and no silent host nothing else can hold the pipe.
+    if !st.rules.is_empty() || st.silent_hosts > 0 {
+        if rules::held(&st.view(), conn, from) {
+            return;
+        }
+        let head_is_data = matches!(c.pipes[from].queue.front().map(|s| &s.kind), Some(SegKind::Data(_)));
+        if head_is_data && rules::hold_allowance(&st.view(), conn, from) == Some(0) {
+            return; // held after its byte allowance: rescheduled when a rule changes
+        }
     }
     let label = Arc::clone(&c.labels[from]);
     let core2 = Arc::clone(core);
@@ -69,21 +75,21 @@ pub(crate) fn deliver(core: &Arc<Core>, conn: ConnId, from: usize) {
         c.pipes[from].scheduled = None;
     }
     let to = 1 - from;
-    let mut described = String::new();
-    let mut note = |text: std::fmt::Arguments<'_>| {
-        use std::fmt::Write;
-        if !described.is_empty() {
-            described.push_str(", ");
-        }
-        let _ = described.write_fmt(text);
-    };
+    let mut described = std::mem::take(&mut st.deliver_note);
+    described.clear();
     let mut reply_rst = false;
     let mut acked = false;
+    // No rule and no silent host: only the connection's own silence can hold its segments.
+    let unruled = st.rules.is_empty() && st.silent_hosts == 0;
     loop {
-        if rules::held(&st.view(), conn, from) {
+        let (held, allowance) = if unruled {
+            (st.conns.get(&conn).is_some_and(|c| c.silent), None)
+        } else {
+            (rules::held(&st.view(), conn, from), rules::hold_allowance(&st.view(), conn, from))
+        };
+        if held {
             break;
         }
-        let allowance = rules::hold_allowance(&st.view(), conn, from);
         let Some(c) = st.conns.get_mut(&conn) else {
             return;
         };
@@ -101,7 +107,7 @@ pub(crate) fn deliver(core: &Arc<Core>, conn: ConnId, from: usize) {
                 // Deliver only what the hold-after-bytes control lets through.
                 let head = bytes.split_to(allow as usize);
                 c.pipes[from].delivered(head.len());
-                note(format_args!("{} bytes (held after)", head.len()));
+                note(&mut described, Some(head.len()), " bytes (held after)");
                 receive(c, from, SegKind::Data(head), &mut reply_rst);
                 break;
             }
@@ -111,10 +117,10 @@ pub(crate) fn deliver(core: &Arc<Core>, conn: ConnId, from: usize) {
             c.pipes[from].delivered(b.len());
         }
         match &seg.kind {
-            SegKind::Data(b) => note(format_args!("{} bytes", b.len())),
-            SegKind::Fin => note(format_args!("FIN")),
-            SegKind::Rst => note(format_args!("RST")),
-            SegKind::Ack => note(format_args!("ACK")),
+            SegKind::Data(b) => note(&mut described, Some(b.len()), " bytes"),
+            SegKind::Fin => note(&mut described, None, "FIN"),
+            SegKind::Rst => note(&mut described, None, "RST"),
+            SegKind::Ack => note(&mut described, None, "ACK"),
         }
         if matches!(seg.kind, SegKind::Ack) {
             acked = true;
@@ -130,6 +136,7 @@ pub(crate) fn deliver(core: &Arc<Core>, conn: ConnId, from: usize) {
     {
         core.record("net.deliver", c.label(from), &described);
     }
+    st.deliver_note = described;
     if reply_rst {
         // Data reached an end that is closed: it answers with RST (Linux tcp_rcv_state_process).
         if let Some(c) = st.conns.get_mut(&conn) {
@@ -139,6 +146,28 @@ pub(crate) fn deliver(core: &Arc<Core>, conn: ConnId, from: usize) {
     }
     schedule_pipe(core, st, conn, from);
     maybe_forget(st, conn);
+}
+
+/// Appends one delivered segment to a delivery's history detail: `[count]text`, comma-separated
+/// (`64 bytes`, `ACK, 224 bytes`), without the formatting machinery (it runs for every segment).
+fn note(described: &mut String, count: Option<usize>, text: &str) {
+    if !described.is_empty() {
+        described.push_str(", ");
+    }
+    if let Some(mut n) = count {
+        let mut digits = [0u8; 20];
+        let mut at = digits.len();
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        described.push_str(std::str::from_utf8(&digits[at..]).expect("ASCII digits"));
+    }
+    described.push_str(text);
 }
 
 /// The handshake's ACK reached the server: the connection joins its listener's accept queue, or,

@@ -83,6 +83,7 @@ impl Network {
             endpoint_watches: BTreeMap::new(),
             draining: BTreeMap::new(),
             silent_hosts: 0,
+            deliver_note: String::new(),
         };
         Network {
             core: Arc::new(Core { state: Mutex::new(state), driver, recorder, tree: crate::seed::Tree::new(seed) }),

@@ -25,7 +25,8 @@ pub(crate) struct State {
     pub listening: BTreeMap<ListenKey, ListenerId>,
     pub conns: BTreeMap<ConnId, Conn>,
     pub dials: BTreeMap<DialId, Dial>,
-    pub links: BTreeMap<(String, String), LinkConfig>,
+    /// Links drawn so far, by source host, then destination host (looked up without allocating).
+    pub links: BTreeMap<String, BTreeMap<String, LinkConfig>>,
     pub rules: BTreeMap<RuleId, Rule>,
     pub next_id: u64,
     pub next_host: u32,
@@ -48,6 +49,8 @@ pub(crate) struct State {
     /// Hosts whose mode is [`HostMode::Silent`] (kept by [`State::set_host_mode`], so that the
     /// per-segment question "is either end silent" costs nothing when none is).
     pub silent_hosts: usize,
+    /// The detail of the delivery being recorded (kept to save an allocation per delivery).
+    pub deliver_note: String,
 }
 
 /// The shared core of a [`super::network::Network`].
@@ -109,8 +112,7 @@ impl State {
 
     /// The link from one host to another, drawn once per directed pair.
     pub(crate) fn link(&mut self, from: &str, to: &str) -> LinkConfig {
-        let key = (from.to_string(), to.to_string());
-        if let Some(l) = self.links.get(&key) {
+        if let Some(l) = self.links.get(from).and_then(|to_map| to_map.get(to)) {
             return *l;
         }
         let link = if from == to {
@@ -122,7 +124,7 @@ impl State {
             let send_buffer = s.range(self.config.send_buffer.0 as u64..=self.config.send_buffer.1 as u64) as usize;
             LinkConfig { latency, jitter, send_buffer }
         };
-        self.links.insert(key, link);
+        self.links.entry(from.to_string()).or_default().insert(to.to_string(), link);
         link
     }
 

@@ -56,6 +56,10 @@ impl Check for ZombieCheck {
         "zombie"
     }
 
+    fn wants(&self, _kind: &str) -> bool {
+        false
+    }
+
     fn finish(&mut self, ctx: &Ctx) -> Verdict {
         ctx.tasks().settle_suspects();
         // A leak, not a correctness violation: reported with its own class.

@@ -401,6 +401,7 @@ impl Live {
         let ctx = Ctx { shared: Arc::clone(&shared) };
         CURRENT_RUN.with(|c| *c.borrow_mut() = Some(ctx.clone()));
         runtime::set_current_tasks(Some(ctx.tasks().clone()));
+        runtime::go_live(Some(start));
         let driver_task = tokio::spawn(driver.run());
         run_tasks.mark_harness(driver_task.id());
         let watcher = tokio::spawn(watch_horizon(ctx.clone(), run_tasks.clone(), run_spec.horizon));
@@ -492,6 +493,7 @@ fn run_on_this_thread(spec: RunSpec, body: Arc<Body>, progress: Progress) -> Run
     };
     CURRENT_RUN.with(|c| *c.borrow_mut() = None);
     runtime::set_current_tasks(None);
+    runtime::go_live(None);
     let panics = RUN_PANICS.with(|p| p.borrow_mut().take()).unwrap_or_default();
     let shared = shared_slot.lock().unwrap_or_else(|p| p.into_inner()).take();
     drop(tracing_guard);

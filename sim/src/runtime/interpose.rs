@@ -100,9 +100,9 @@ impl ThreadSim {
             // tokio answers from its paused clock without reading the OS clock while a runtime
             // context is entered; otherwise it reads std `Instant` (our own hook, which then
             // finds `busy` set and answers the last value).
-            let now = super::now().into_std();
+            let since = super::elapsed_since(tokio::time::Instant::from_std(start));
             self.busy.set(false);
-            let elapsed = u64::try_from(now.saturating_duration_since(start).as_nanos()).unwrap_or(u64::MAX);
+            let elapsed = u64::try_from(since.as_nanos()).unwrap_or(u64::MAX);
             if elapsed > self.last_elapsed_nanos.get() {
                 self.last_elapsed_nanos.set(elapsed);
             }

@@ -82,13 +82,70 @@ impl Progress {
     }
 }
 
+/// A hash of tokio task ids (a counter: a multiply spreads it), for the task table.
+#[derive(Clone, Copy, Default)]
+struct IdHash;
+
+impl std::hash::BuildHasher for IdHash {
+    type Hasher = IdHasher;
+
+    fn build_hasher(&self) -> IdHasher {
+        IdHasher(0)
+    }
+}
+
 #[derive(Default)]
+struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0 ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+impl Default for TaskState {
+    fn default() -> TaskState {
+        // The two std `RandomState`s the table's maps were made with (see `live`): made and
+        // dropped, so the keys of every later map on this thread are what they were.
+        let _live_keys = std::collections::hash_map::RandomState::new();
+        let _aborted_keys = std::collections::hash_map::RandomState::new();
+        TaskState {
+            live: HashMap::default(),
+            next_ordinal: 0,
+            schedule_hash: 0,
+            polls: 0,
+            last_active: None,
+            watcher: None,
+            harness: Vec::new(),
+            start: None,
+            progress: Progress::default(),
+            dead: Default::default(),
+            zombie_polls: Default::default(),
+            zombie_sites: Default::default(),
+            aborted: HashSet::default(),
+            cascade: None,
+            suspects: Vec::new(),
+            next_owner: 0,
+        }
+    }
+}
+
 struct TaskState {
-    // std's `RandomState` on purpose: each one made on the run's thread moves the keys of every
-    // later std map (keys come from the seed once per thread, then count up), so a faster
-    // hasher here would move the iteration order of the application's own maps, and so its
-    // histories.
-    live: HashMap<tokio::task::Id, TaskInfo>,
+    // Keyed by a cheap hash of the task id (looked up on every poll), but made with a std
+    // `RandomState` each, as before ([`TaskState::default`]): each one made on the run's thread
+    // moves the keys of every later std map (keys come from the seed once per thread, then
+    // count up), so skipping them would move the iteration order of the application's own maps.
+    live: HashMap<tokio::task::Id, TaskInfo, IdHash>,
     next_ordinal: u64,
     schedule_hash: u64,
     polls: u64,
@@ -105,7 +162,7 @@ struct TaskState {
     /// Where the first such task of each owner was spawned.
     zombie_sites: std::collections::BTreeMap<Owner, &'static Location<'static>>,
     /// Tasks aborted by the harness: their last "poll" is their cancellation, not a run.
-    aborted: HashSet<tokio::task::Id>,
+    aborted: HashSet<tokio::task::Id, IdHash>,
     /// The poll in progress, when it is a poll of a dead owner's task in the drop cascade.
     cascade: Option<CascadePoll>,
     /// Tasks polled in a drop cascade that did not end in that poll: zombies unless they end
@@ -447,12 +504,33 @@ enum Clock {
     /// Not caching: no run's task has been polled yet, the run is over, or the runtime is
     /// parked (the one place paused time moves).
     Off,
-    /// Between an unpark and the next park: the clock stands still; `Some` once read.
-    Live(Option<tokio::time::Instant>),
+    /// Between an unpark and the next park: the clock stands still; `Some` once read, with the
+    /// time since the run's start ([`go_live`]).
+    Live(Option<(tokio::time::Instant, std::time::Duration)>),
 }
 
 thread_local! {
     static CLOCK: Cell<Clock> = const { Cell::new(Clock::Off) };
+    /// The run's fake time 0 on this thread ([`go_live`]).
+    static RUN_START: Cell<Option<tokio::time::Instant>> = const { Cell::new(None) };
+}
+
+/// Sets (or with `None` clears) the start of the run on this thread: [`elapsed_since`] that
+/// start is answered from the clock's cache.
+pub(crate) fn go_live(start: Option<tokio::time::Instant>) {
+    clock_off();
+    let _ = RUN_START.try_with(|s| s.set(start));
+}
+
+/// Reads tokio's clock and the time since the run's start, caching both when `cache`.
+fn read_clock(cache: bool) -> (tokio::time::Instant, std::time::Duration) {
+    let now = tokio::time::Instant::now();
+    let start = RUN_START.try_with(Cell::get).ok().flatten();
+    let elapsed = start.map_or(std::time::Duration::ZERO, |s| now.saturating_duration_since(s));
+    if cache {
+        CLOCK.set(Clock::Live(Some((now, elapsed))));
+    }
+    (now, elapsed)
 }
 
 /// tokio's paused clock on the run's thread, read once per stretch of work between two parks.
@@ -467,18 +545,45 @@ thread_local! {
 /// time moves without a park, `tokio::time::advance`, is not something a simulation calls: the
 /// harness owns the clock.
 pub(crate) fn now() -> tokio::time::Instant {
+    cached_clock().0
+}
+
+/// [`now`] and the time since the run's start, from the cache when it holds them.
+fn cached_clock() -> (tokio::time::Instant, std::time::Duration) {
     match CLOCK.try_with(Cell::get) {
-        Ok(Clock::Live(Some(now))) => {
-            debug_assert_eq!(now, tokio::time::Instant::now(), "paused time moved without a park");
-            now
+        Ok(Clock::Live(Some(cached))) => {
+            debug_assert_eq!(cached.0, tokio::time::Instant::now(), "paused time moved without a park");
+            cached
         }
-        Ok(Clock::Live(None)) => {
-            let now = tokio::time::Instant::now();
-            CLOCK.set(Clock::Live(Some(now)));
-            now
-        }
-        _ => tokio::time::Instant::now(),
+        Ok(Clock::Live(None)) => read_clock(true),
+        _ => read_clock(false),
     }
+}
+
+/// Fake time since `start`: from the clock's cache when `start` is the run's start (every
+/// history stamp, the interposed clocks), computed otherwise.
+pub(crate) fn elapsed_since(start: tokio::time::Instant) -> std::time::Duration {
+    let (now, elapsed) = cached_clock();
+    if RUN_START.try_with(Cell::get).ok().flatten() == Some(start) {
+        elapsed
+    } else {
+        now.saturating_duration_since(start)
+    }
+}
+
+/// Runs `f` with the clock cached, where it is not (inside a park: a harness event the driver's
+/// timer fires runs after the clock moved and before the park ends, so the clock stands still
+/// for all of `f`); the cache is as it was afterwards.
+pub(crate) fn clock_still<R>(f: impl FnOnce() -> R) -> R {
+    let before = CLOCK.try_with(Cell::get).unwrap_or(Clock::Off);
+    if matches!(before, Clock::Off) {
+        let _ = CLOCK.try_with(|c| c.set(Clock::Live(None)));
+    }
+    let result = f();
+    if matches!(before, Clock::Off) {
+        clock_off();
+    }
+    result
 }
 
 /// Stops caching the clock on this thread (the runtime parks, or the run is over).

@@ -156,6 +156,10 @@ impl Check for ListAppend {
         "list-append"
     }
 
+    fn wants(&self, kind: &str) -> bool {
+        kind == Self::KIND_EXCUSE || kind.starts_with("list.")
+    }
+
     fn on_event(&mut self, event: &Entry) -> Verdict {
         if event.kind == Self::KIND_EXCUSE {
             return self.take_excuse(event);
