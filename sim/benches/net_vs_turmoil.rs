@@ -463,10 +463,10 @@ fn simulated(m: Option<Measurement>) -> String {
     m.map_or_else(|| "skipped".to_string(), |m| format!("{:.3} s", m.simulated.as_secs_f64()))
 }
 
-/// `--only COLUMN KEY [N]`: runs one column's (`ours` or `floor`) workload `KEY`
-/// (`round_trips`, `idle_hosts`, `heartbeat`, `stream` or `ticker`) N times (default 1) after one
-/// warm-up, printing each wall time: the run to profile (`perf record`, `valgrind
-/// --tool=callgrind`), with nothing else in the process.
+/// `--only COLUMN KEYS [N]`: runs one column's (`ours` or `floor`) workloads `KEYS` (a
+/// comma-separated list of `round_trips`, `idle_hosts`, `heartbeat`, `stream`, `ticker`) N times
+/// (default 1) after one warm-up, printing each wall time: the run to profile (`perf record`,
+/// `valgrind --tool=callgrind`), with nothing else in the process.
 fn only(sizes: Sizes, column: &str, key: &str, times: usize) {
     type Runs = (fn(Workload) -> Measurement, fn(u64) -> Measurement);
     let (run, ticker): Runs = match column {
@@ -476,18 +476,17 @@ fn only(sizes: Sizes, column: &str, key: &str, times: usize) {
     };
     run(WARM_UP);
     for _ in 0..times {
-        let m = match sizes.workloads().into_iter().find(|w| w.key() == key) {
-            Some(workload) => run(workload),
-            None if key == "ticker" => ticker(sizes.ticks()),
-            None => {
-                panic!("--only {column} {key:?}: not a workload (round_trips, idle_hosts, heartbeat, stream, ticker)")
-            }
-        };
-        println!(
-            "{column} {key}: {:.3} ms wall, {:.3} s simulated",
-            m.wall.as_secs_f64() * 1e3,
-            m.simulated.as_secs_f64()
-        );
+        for key in key.split(',') {
+            let m = match sizes.workloads().into_iter().find(|w| w.key() == key) {
+                Some(workload) => run(workload),
+                None if key == "ticker" => ticker(sizes.ticks()),
+                None => panic!(
+                    "--only {column} {key:?}: not a workload (round_trips, idle_hosts, heartbeat, stream, ticker)"
+                ),
+            };
+            let (wall, simulated) = (m.wall.as_secs_f64() * 1e3, m.simulated.as_secs_f64());
+            println!("{column} {key}: {wall:.3} ms wall, {simulated:.3} s simulated");
+        }
     }
 }
 

@@ -11,11 +11,14 @@
 //! The log keeps at most [`History::ENTRIES_MAX`] entries in memory (the oldest are dropped from
 //! the log, never from the hash), so a long run cannot exhaust memory.
 
-use std::collections::VecDeque;
+mod log;
+
 use std::fmt;
 use std::time::Duration;
 
 use xxhash_rust::xxh3::xxh3_64;
+
+use log::{Log, Record};
 
 /// Formats fake elapsed time as seconds with microseconds, right-aligned: `    1.250000s` (how
 /// entries, trace lines and reports print fake time).
@@ -59,18 +62,12 @@ impl fmt::Display for Entry {
 
 /// A run's history: the bounded log and the chained hash (see the module docs).
 ///
-/// Entries are kept compactly (their text in one buffer, a fixed-size record each) and handed
-/// out as [`Entry`] values made on request: recording an event allocates nothing once the
-/// buffers have grown. A dropped history gives its buffers to the next one made in the process
-/// ([`Buffers`]), so a sweep's runs do not grow (and page in) fresh buffers every seed.
-#[derive(Debug)]
+/// Entries are kept compactly (their text in blocks, a fixed-size record each) and handed out as
+/// [`Entry`] values made on request: recording an event allocates nothing once the blocks are
+/// there, and a dropped history's blocks go to the next one made in the process ([`log`]).
+#[derive(Debug, Clone)]
 pub struct History {
-    records: VecDeque<Record>,
-    /// The text of the kept entries (kind, identity, detail, one after another); starts at the
-    /// text of entry `records[0]` after `text_dropped` bytes were dropped from its front.
-    text: String,
-    /// Bytes of text dropped from the front of `text` since the history began.
-    text_dropped: u64,
+    log: Log,
     next_index: u64,
     hash: u64,
     /// The bytes of the entry being hashed (kept to save an allocation per entry).
@@ -79,68 +76,9 @@ pub struct History {
     entries_max: usize,
 }
 
-/// One kept entry: where its text starts (counting every byte ever recorded) and its fields'
-/// lengths.
-#[derive(Debug, Clone, Copy)]
-struct Record {
-    at_nanos: u64,
-    hash: u64,
-    text_at: u64,
-    kind_len: u32,
-    identity_len: u32,
-    detail_len: u32,
-}
-
 impl Default for History {
     fn default() -> Self {
         History::new()
-    }
-}
-
-impl Clone for History {
-    fn clone(&self) -> Self {
-        let (mut records, mut text) = Buffers::take();
-        records.extend(self.records.iter().copied());
-        text.push_str(&self.text);
-        History { records, text, scratch: Vec::new(), ..*self }
-    }
-}
-
-impl Drop for History {
-    fn drop(&mut self) {
-        Buffers::give(std::mem::take(&mut self.records), std::mem::take(&mut self.text));
-    }
-}
-
-/// Emptied history buffers, kept for the next history of the process: a sweep runs each seed on
-/// a fresh thread, whose allocations would otherwise grow every seed's buffers from nothing, with
-/// a page fault for each new page (measured: 13% of a round-trip benchmark's time went to the
-/// kernel, most of it that).
-struct Buffers;
-
-/// The most emptied buffers kept (about one per job of a sweep).
-const BUFFERS_KEPT_MAX: usize = 16;
-/// The largest text buffer kept (bigger ones are freed).
-const BUFFER_BYTES_MAX: usize = 64 << 20;
-
-static BUFFERS: std::sync::Mutex<Vec<(VecDeque<Record>, String)>> = std::sync::Mutex::new(Vec::new());
-
-impl Buffers {
-    fn take() -> (VecDeque<Record>, String) {
-        BUFFERS.lock().unwrap_or_else(|p| p.into_inner()).pop().unwrap_or_default()
-    }
-
-    fn give(mut records: VecDeque<Record>, mut text: String) {
-        let bytes = text.capacity() + records.capacity() * std::mem::size_of::<Record>();
-        if bytes == 0 || bytes > BUFFER_BYTES_MAX {
-            return;
-        }
-        records.clear();
-        text.clear();
-        let mut kept = BUFFERS.lock().unwrap_or_else(|p| p.into_inner());
-        if kept.len() < BUFFERS_KEPT_MAX {
-            kept.push((records, text));
-        }
     }
 }
 
@@ -150,11 +88,8 @@ impl History {
 
     /// An empty history. Its hash is the hash of nothing (`xxh3_64("")`).
     pub fn new() -> History {
-        let (records, text) = Buffers::take();
         History {
-            records,
-            text,
-            text_dropped: 0,
+            log: Log::default(),
             next_index: 0,
             hash: xxh3_64(b""),
             scratch: Vec::new(),
@@ -180,51 +115,24 @@ impl History {
             scratch.extend_from_slice(field.as_bytes());
         }
         self.hash = xxh3_64(scratch);
-        if self.records.len() == self.entries_max {
-            self.drop_oldest();
+        if self.log.len() == self.entries_max {
+            self.log.pop_front();
         }
-        let len = |field: &str| u32::try_from(field.len()).expect("a history field is shorter than 4 GiB");
-        let record = Record {
-            at_nanos,
-            hash: self.hash,
-            text_at: self.text_dropped + self.text.len() as u64,
-            kind_len: len(kind),
-            identity_len: len(identity),
-            detail_len: len(detail),
-        };
-        self.text.push_str(kind);
-        self.text.push_str(identity);
-        self.text.push_str(detail);
-        self.records.push_back(record);
+        self.log.push(at_nanos, self.hash, kind, identity, detail);
         let index = self.next_index;
         self.next_index += 1;
         index
     }
 
-    /// Forgets the oldest kept entry (its text goes once half of the buffer is dead).
-    fn drop_oldest(&mut self) {
-        let Some(oldest) = self.records.pop_front() else { return };
-        let dead = match self.records.front() {
-            Some(next) => next.text_at - self.text_dropped,
-            None => oldest.text_at - self.text_dropped + oldest.text_len(),
-        };
-        if dead as usize * 2 >= self.text.len() {
-            self.text.drain(..dead as usize);
-            self.text_dropped += dead;
-        }
-    }
-
     /// The entry a record describes, with its index.
     fn materialize(&self, index: u64, r: &Record) -> Entry {
-        let start = (r.text_at - self.text_dropped) as usize;
-        let (kind_end, identity_end) = (start + r.kind_len as usize, start + (r.kind_len + r.identity_len) as usize);
-        let detail_end = identity_end + r.detail_len as usize;
+        let (kind, identity, detail) = self.log.fields(r);
         Entry {
             index,
             at_nanos: r.at_nanos,
-            kind: self.text[start..kind_end].to_string(),
-            identity: self.text[kind_end..identity_end].to_string(),
-            detail: self.text[identity_end..detail_end].to_string(),
+            kind: kind.to_string(),
+            identity: identity.to_string(),
+            detail: detail.to_string(),
             hash: r.hash,
         }
     }
@@ -246,35 +154,29 @@ impl History {
 
     /// The index of the oldest entry still in memory.
     fn first_kept(&self) -> u64 {
-        self.next_index - self.records.len() as u64
+        self.next_index - self.log.len() as u64
     }
 
     /// The entry with this index, if still in memory.
     pub fn entry(&self, index: u64) -> Option<Entry> {
         let offset = usize::try_from(index.checked_sub(self.first_kept())?).ok()?;
-        self.records.get(offset).map(|r| self.materialize(index, r))
+        self.log.get(offset).map(|r| self.materialize(index, r))
     }
 
     /// The fake time of the last entry recorded, in nanoseconds (0 if none is kept).
     pub fn last_at_nanos(&self) -> u64 {
-        self.records.back().map_or(0, |r| r.at_nanos)
+        self.log.last().map_or(0, |r| r.at_nanos)
     }
 
     /// The entries still in memory, oldest first.
     pub fn entries(&self) -> impl Iterator<Item = Entry> + '_ {
         let first = self.first_kept();
-        self.records.iter().zip(first..).map(|(r, index)| self.materialize(index, r))
+        (0..self.log.len()).zip(first..).filter_map(|(i, index)| self.log.get(i).map(|r| self.materialize(index, r)))
     }
 
     /// The entries still in memory, oldest first, moved out.
     pub fn into_entries(self) -> Vec<Entry> {
         self.entries().collect()
-    }
-}
-
-impl Record {
-    fn text_len(&self) -> u64 {
-        u64::from(self.kind_len) + u64::from(self.identity_len) + u64::from(self.detail_len)
     }
 }
 
@@ -382,9 +284,26 @@ mod tests {
         assert_eq!(bounded.entry(46), None);
         assert_eq!(bounded.entry(49).map(|e| (e.identity, e.detail)), Some(("node-49".into(), "x".repeat(0))));
         assert_eq!(bounded.last_at_nanos(), 49);
-        // The text of dropped entries goes too: at most twice what the kept entries hold.
-        let kept_text: usize = kept.iter().map(|e| e.kind.len() + e.identity.len() + e.detail.len()).sum();
-        assert!(bounded.text.len() <= 2 * kept_text + 64, "{} bytes of text for {kept_text}", bounded.text.len());
+    }
+
+    #[test]
+    fn kept_entries_across_many_blocks_and_long_details_read_back_as_recorded() {
+        let mut bounded = History::new();
+        bounded.entries_max = 1_500;
+        let mut unbounded = History::new();
+        for i in 0..5_000u64 {
+            // Every 700th detail is longer than a text block (an entry's own block).
+            let detail = if i % 700 == 0 { "y".repeat(40 << 10) } else { format!("{i} bytes") };
+            let who = format!("conn#{}", i % 13);
+            bounded.record(Duration::from_nanos(i), "net.deliver", &who, &detail);
+            unbounded.record(Duration::from_nanos(i), "net.deliver", &who, &detail);
+        }
+        assert_eq!(bounded.hash(), unbounded.hash());
+        let kept: Vec<Entry> = bounded.entries().collect();
+        assert_eq!(kept.len(), 1_500);
+        assert_eq!(kept, unbounded.entries().skip(3_500).collect::<Vec<_>>());
+        assert_eq!(bounded.entry(4_200).map(|e| e.detail.len()), Some(40 << 10));
+        assert_eq!(bounded.clone().entries().collect::<Vec<_>>(), kept);
     }
 
     #[test]
@@ -398,7 +317,7 @@ mod tests {
         drop(copy);
         let second = History::new();
         assert_eq!((second.len(), second.hash(), second.entries().count()), (0, History::new().hash(), 0));
-        assert!(second.text.is_empty() && second.records.is_empty());
+        assert_eq!(second.log.len(), 0);
     }
 
     #[test]
