@@ -267,9 +267,16 @@ fn on_paused_tokio<F: Future<Output = io::Result<()>> + 'static>(
 ) -> Measurement {
     let started = Instant::now();
     let simulated = std::thread::spawn(move || {
+        // As a simulator on tokio must configure it (issue 19's floor): a seeded scheduler RNG
+        // and task hooks (empty here; ours number the polls for the schedule hash).
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .start_paused(true)
+            .rng_seed(tokio::runtime::RngSeed::from_bytes(b"net_vs_turmoil floor"))
+            .on_task_spawn(|_| {})
+            .on_task_terminate(|_| {})
+            .on_before_task_poll(|_| {})
+            .on_after_task_poll(|_| {})
             .build()
             .expect("a current_thread runtime with time builds");
         let simulated = runtime.block_on(async move {
@@ -303,7 +310,8 @@ async fn floor_pair<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
 /// simulator.
 ///
 /// What it does: [`on_paused_tokio`] (a fresh thread, a paused `current_thread` runtime whose
-/// clock jumps to the next timer when every task is idle); the workload's own `serve` and `drive`
+/// clock jumps to the next timer when every task is idle, with a seeded RNG and empty task hooks,
+/// as any simulator on tokio configures it); the workload's own `serve` and `drive`
 /// as two tasks joined by one `tokio::io::duplex` pipe ([`FLOOR_PIPE_BYTES`] per direction:
 /// ordered bytes, a bounded buffer, EOF when an end drops). At nonzero latency each end is
 /// [`Delayed`]: every write waits the one-way latency on a tokio timer before its bytes enter
@@ -623,10 +631,11 @@ fn main() {
            simulated times run a little over the others'. Its executor polls a random ready task.\n\
          - madsim runs in its own process (sim/benches/madsim, built with --cfg madsim and\n  \
            without tokio_unstable; same release profile), measured the same way after a warm-up.\n\
-         - the tokio floor is no simulator: two tasks on a paused current_thread runtime joined\n  \
-           by a tokio::io::duplex pipe (4 MiB per direction), each write held for the one-way\n  \
+         - the tokio floor is no simulator: two tasks on a paused current_thread runtime (seeded\n  \
+           RNG, empty task hooks, as a simulator on tokio configures it) joined by a\n  \
+           tokio::io::duplex pipe (4 MiB per direction), each write held for the one-way\n  \
            latency on a tokio timer, idle hosts as parked tasks. No hosts, addresses, handshake,\n  \
-           segments, FIN/RST, faults, seeded scheduler or history; latency is stop-and-wait (no\n  \
+           segments, FIN/RST, faults, seeded event queue or history; latency is stop-and-wait (no\n  \
            two writes in flight one way, which none of these workloads needs). In (d) it is the\n  \
            cost of tokio's duplex, which copies every byte into its buffer and out again: not a\n  \
            lower bound for a network that moves bytes differently (ours/floor can be below 1).\n\
