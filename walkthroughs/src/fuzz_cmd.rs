@@ -115,7 +115,10 @@ fn campaign(case: &Case, options: &Options) -> Result<bool, String> {
         let _ = ended.recv_timeout(budget);
         watched.load(Ordering::Relaxed)
     });
-    let report = Simulation::new(case.simulation).fuzz_with(&corpus, Some(options), body).map_err(|e| e.to_string());
+    let report = Simulation::new(case.simulation)
+        .mode(case.mode)
+        .fuzz_with(&corpus, Some(options), body)
+        .map_err(|e| e.to_string());
     let _ = done.send(());
     let report = report?;
     let _read = report.passed();

@@ -22,8 +22,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use sim::{Ctx, Failure, Oracle, Report, Simulation};
-use walkthroughs::{databases, orderstatus, shoppingcart, wallet};
+use sim::{Ctx, Failure, Mode, Oracle, Report, Simulation};
+use walkthroughs::{databases, export, orderstatus, shoppingcart, wallet};
 
 mod confirm;
 mod fuzz_cmd;
@@ -47,6 +47,9 @@ struct Case {
     simulation: &'static str,
     /// The oracle that must find the planted bug; `None` for a correct variant.
     oracle: Option<Oracle>,
+    /// The mode its seeds run in (`SIM_MODE` overrides): explore for the walkthrough whose bugs
+    /// need another order of one node's tasks.
+    mode: Mode,
     run: Runner,
 }
 
@@ -60,12 +63,20 @@ fn all_cases() -> Vec<Case> {
             name: v.name(),
             simulation: v.simulation(),
             oracle: v.oracle(),
+            mode: Mode::Replay,
             run,
         });
     }
     for v in wallet::Variant::ALL {
         let run: Runner = Arc::new(move |ctx| Box::pin(wallet::run(ctx, v)));
-        cases.push(Case { walkthrough: "wallet", name: v.name(), simulation: v.simulation(), oracle: v.oracle(), run });
+        cases.push(Case {
+            walkthrough: "wallet",
+            name: v.name(),
+            simulation: v.simulation(),
+            oracle: v.oracle(),
+            mode: Mode::Replay,
+            run,
+        });
     }
     for v in databases::Variant::ALL {
         let run: Runner = Arc::new(move |ctx| Box::pin(databases::run(ctx, v)));
@@ -74,6 +85,7 @@ fn all_cases() -> Vec<Case> {
             name: v.name(),
             simulation: v.simulation(),
             oracle: v.oracle(),
+            mode: Mode::Replay,
             run,
         });
     }
@@ -84,6 +96,18 @@ fn all_cases() -> Vec<Case> {
             name: v.name(),
             simulation: v.simulation(),
             oracle: v.oracle(),
+            mode: Mode::Replay,
+            run,
+        });
+    }
+    for v in export::Variant::ALL {
+        let run: Runner = Arc::new(move |ctx| Box::pin(export::run(ctx, v)));
+        cases.push(Case {
+            walkthrough: "export",
+            name: v.name(),
+            simulation: v.simulation(),
+            oracle: v.oracle(),
+            mode: Mode::Explore,
             run,
         });
     }
@@ -231,7 +255,12 @@ fn sweep(
     seed_base: Option<u64>,
     stop_early: bool,
 ) -> Result<Report, String> {
-    let mut sim = Simulation::new(case.simulation).seeds(seeds).seed_lines(false).progress(!stop_early).trace_tail(0);
+    let mut sim = Simulation::new(case.simulation)
+        .mode(case.mode)
+        .seeds(seeds)
+        .seed_lines(false)
+        .progress(!stop_early)
+        .trace_tail(0);
     if let Some(base) = seed_base {
         sim = sim.seed_base(base);
     }

@@ -6,6 +6,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 
 use super::exit::ExitCause;
+use super::interleave::{Perturbed, Site};
 use crate::net::Host;
 use crate::run::Ctx;
 use crate::runtime::Owner;
@@ -62,6 +63,8 @@ impl TaskSet {
 pub(super) struct NodeInner {
     pub(super) ctx: Ctx,
     pub(super) name: String,
+    /// The name again, shared by its tasks' [`Perturbed`](super::interleave::Perturbed) wrappers.
+    pub(super) label: Arc<str>,
     pub(super) service: String,
     pub(super) replica: u64,
     pub(super) incarnation: u64,
@@ -200,16 +203,31 @@ impl NodeCtx {
         });
     }
 
-    /// Spawns a task that belongs to the node: aborted when the incarnation ends.
+    /// Spawns a task that belongs to the node: aborted when the incarnation ends. In explore mode
+    /// its polls may yield (see [`hold_polls`](crate::node::hold_polls), docs/src/determinism.md).
+    #[track_caller]
     pub fn spawn<F>(&self, future: F) -> tokio::task::JoinHandle<F::Output>
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        let handle = tokio::spawn(future);
+        self.spawn_at(future, Site::Spawned(std::panic::Location::caller()))
+    }
+
+    fn spawn_at<F>(&self, future: F, site: Site) -> tokio::task::JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let handle = tokio::spawn(self.perturbed(future, site));
         self.inner.ctx.tasks().set_owner(handle.id(), Some(self.inner.owner));
         self.inner.tasks.track(handle.abort_handle());
         handle
+    }
+
+    /// `future` as a task of this node whose polls go through the run's interleaving state.
+    pub(super) fn perturbed<F>(&self, future: F, site: Site) -> Perturbed<F> {
+        Perturbed::new(future, &self.inner.ctx, Arc::clone(&self.inner.label), site)
     }
 
     #[cfg(feature = "hyper")]
@@ -249,6 +267,6 @@ where
     F::Output: Send + 'static,
 {
     fn execute(&self, future: F) {
-        drop(self.node.spawn(future));
+        drop(self.node.spawn_at(future, Site::Executor));
     }
 }

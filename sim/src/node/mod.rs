@@ -23,13 +23,16 @@
 //!                                                                   -> spec, ctx, exit, zombies
 //! serve      serve (feature `hyper`): HTTP on a node, in-flight requests for `drain`  -> ctx
 //! spec       ServiceSpec: a service's declaration                    -> ctx
-//! ctx        NodeCtx, BoxError: what an entry point gets; per-incarnation state  -> exit
+//! ctx        NodeCtx, BoxError: what an entry point gets; per-incarnation state
+//!                                                                   -> exit, interleave
+//! interleave explore mode's seeded yields and scripted holds of a node's task polls
 //! exit       ExitCause, ExitRecord, CrashMode
 //! zombies    the zombie oracle
 //! ```
 
 mod ctx;
 mod exit;
+mod interleave;
 mod lifecycle;
 #[cfg(feature = "hyper")]
 mod serve;
@@ -41,6 +44,7 @@ mod zombies;
 pub use ctx::NodeExecutor;
 pub use ctx::{BoxError, NodeCtx};
 pub use exit::{CrashMode, ExitCause, ExitRecord};
+pub use interleave::{TaskSite, hold_polls};
 pub use lifecycle::{Lifecycle, Restart, Version};
 #[cfg(feature = "hyper")]
 pub use serve::serve;

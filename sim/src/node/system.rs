@@ -260,6 +260,7 @@ impl System {
             inner: Arc::new(NodeInner {
                 ctx: self.ctx.clone(),
                 name: name.to_string(),
+                label: Arc::from(name),
                 service: service_name,
                 replica: instance.replica,
                 incarnation,
@@ -280,14 +281,20 @@ impl System {
         self.ctx.record("node.start", name, format!("incarnation {incarnation} {version}"));
         let system = self.clone();
         let node_name = name.to_string();
-        let root = tokio::spawn(async move {
-            let result = entry(node).await.map_err(|e| e.to_string());
-            // The cause is recorded now, at the instant the entry point returned; the rest of the
-            // end waits for the aborted tasks to be dropped, on a task of no node (this one ends).
-            if let Some(ended) = system.returned(&node_name, incarnation, result) {
-                drop(crate::runtime::spawn_detached(async move { system.settle(ended).await }));
-            }
-        });
+        let wrap = node.clone();
+        let root = tokio::spawn(wrap.perturbed(
+            async move {
+                let result = entry(node).await.map_err(|e| e.to_string());
+                // The cause is recorded now, at the instant the entry point returned; the rest of
+                // the end waits for the aborted tasks to be dropped, on a task of no node (this
+                // one ends).
+                if let Some(ended) = system.returned(&node_name, incarnation, result) {
+                    drop(crate::runtime::spawn_detached(async move { system.settle(ended).await }));
+                }
+            },
+            super::interleave::Site::Entry,
+        ));
+        drop(wrap);
         self.ctx.tasks().set_owner(root.id(), Some(owner));
         if let Some(i) = self.lock().instances.get_mut(name).filter(|i| i.incarnation == incarnation) {
             i.root = Some(root.abort_handle());

@@ -12,7 +12,21 @@ where
     F: Fn(Ctx) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<(), Failure>> + 'static,
 {
-    let report = Simulation::new(simulation).seeds(seeds.clone()).run(run);
+    found_with(Simulation::new(simulation), name, oracle, seeds, run);
+}
+
+/// As [`found`], for a simulation built with more than its name (an explore-mode sweep).
+pub fn found_with<F, Fut>(
+    simulation: Simulation,
+    name: &str,
+    oracle: Option<sim::Oracle>,
+    seeds: std::ops::Range<u64>,
+    run: F,
+) where
+    F: Fn(Ctx) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(), Failure>> + 'static,
+{
+    let report = simulation.seeds(seeds.clone()).run(run);
     let outcome = report.failures().find(|o| o.failure.as_ref().is_some_and(|f| f.oracle == oracle));
     let outcome = outcome.unwrap_or_else(|| panic!("{name}: not found by {oracle:?} in seeds {seeds:?}:\n{report}"));
     let failure = outcome.failure.as_ref().expect("failure");
