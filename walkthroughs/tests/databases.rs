@@ -20,7 +20,7 @@ fn the_correct_operator_passes() {
 }
 
 fn found(variant: Variant) {
-    support::found(variant.simulation(), variant.name(), variant.oracle(), FIND_SEEDS, move |ctx| {
+    support::found(Simulation::new(variant.simulation()), variant.name(), variant.oracle(), FIND_SEEDS, move |ctx| {
         databases::run(ctx, variant)
     });
 }

@@ -29,7 +29,7 @@ fn the_correct_export_passes_in_both_modes() {
 
 fn found_in_explore_mode(variant: Variant) {
     let simulation = Simulation::new(variant.simulation()).mode(Mode::Explore);
-    support::found_with(simulation, variant.name(), variant.oracle(), SEEDS, move |ctx| export::run(ctx, variant));
+    support::found(simulation, variant.name(), variant.oracle(), SEEDS, move |ctx| export::run(ctx, variant));
 }
 
 #[test]

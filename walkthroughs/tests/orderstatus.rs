@@ -24,7 +24,7 @@ fn the_correct_service_passes_the_churn_swarm() {
 }
 
 fn found(variant: Variant) {
-    support::found(variant.simulation(), variant.name(), variant.oracle(), SEEDS, move |ctx| {
+    support::found(Simulation::new(variant.simulation()), variant.name(), variant.oracle(), SEEDS, move |ctx| {
         orderstatus::run(ctx, variant)
     });
 }

@@ -17,7 +17,7 @@ fn the_correct_cart_passes() {
 }
 
 fn found(variant: Variant) {
-    support::found(variant.simulation(), variant.name(), variant.oracle(), SEEDS, move |ctx| {
+    support::found(Simulation::new(variant.simulation()), variant.name(), variant.oracle(), SEEDS, move |ctx| {
         shoppingcart::run(ctx, variant)
     });
 }

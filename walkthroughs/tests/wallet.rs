@@ -17,7 +17,9 @@ fn the_correct_wallet_passes() {
 }
 
 fn found(variant: Variant) {
-    support::found(variant.simulation(), variant.name(), variant.oracle(), SEEDS, move |ctx| wallet::run(ctx, variant));
+    support::found(Simulation::new(variant.simulation()), variant.name(), variant.oracle(), SEEDS, move |ctx| {
+        wallet::run(ctx, variant)
+    });
 }
 
 #[test]

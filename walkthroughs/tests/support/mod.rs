@@ -7,16 +7,7 @@ use sim::{Class, Ctx, Failure, Simulation};
 
 /// Sweeps `seeds` of `simulation` and asserts that `oracle` found the planted bug `name`, and that
 /// the finding replayed exactly in 3 of 3 fresh processes.
-pub fn found<F, Fut>(simulation: &str, name: &str, oracle: Option<sim::Oracle>, seeds: std::ops::Range<u64>, run: F)
-where
-    F: Fn(Ctx) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<(), Failure>> + 'static,
-{
-    found_with(Simulation::new(simulation), name, oracle, seeds, run);
-}
-
-/// As [`found`], for a simulation built with more than its name (an explore-mode sweep).
-pub fn found_with<F, Fut>(
+pub fn found<F, Fut>(
     simulation: Simulation,
     name: &str,
     oracle: Option<sim::Oracle>,
