@@ -13,8 +13,8 @@
 //! Clients (hosts `client-N`) download exports over their own HTTP/2 connection, and either read
 //! to the end, or stop reading a while and then cancel the stream (RST_STREAM) or close the
 //! connection. The swarm draws SIGTERMs, restarts, rollouts, crashes and partitions of the export
-//! nodes, the network's faults, and link latencies from 0 (the #1144 class hides behind latency
-//! in Go).
+//! nodes, the network's faults, and link latencies (every link at 0 in a quarter of the runs: the
+//! #1144 class hid behind 1 ms of latency in Go).
 //!
 //! Oracles: `exit-cause` (a node that answered SIGTERM with an error: the supervisor took a
 //! service stopping as asked for a service failing); `response-outcome` (a response recorded as
@@ -68,8 +68,8 @@ impl Variant {
     pub fn name(self) -> &'static str {
         match self {
             Variant::Correct => "correct",
-            Variant::SigtermAsReturn => "planted: SIGTERM reported as a service returning (humus #959)",
-            Variant::ClientGoneAsFailure => "planted: client gone logged as a failed response (humus #1144)",
+            Variant::SigtermAsReturn => "planted: SIGTERM taken for a return (#959)",
+            Variant::ClientGoneAsFailure => "planted: client gone logged failed (#1144)",
         }
     }
 
@@ -264,6 +264,11 @@ pub fn response_outcomes(ctx: &Ctx, model: &Model) -> Result<(), Failure> {
 /// # Errors
 /// The first oracle that fired.
 pub async fn run(ctx: Ctx, variant: Variant) -> Result<(), Failure> {
+    // Zero-latency links stay in the swarm (in Go, 1 ms of latency hid the #1144 class): in a
+    // quarter of the runs every link has none; the others draw links of 0–20 ms.
+    if ctx.swarm().flag("export.zero_latency", 0.25) {
+        ctx.set_net_config(sim::net::NetConfig::fixed(Duration::ZERO)).expect("set before the network is made");
+    }
     let failure = ctx.swarm().ratio("export.source_failure", 0.0..=0.05);
     let source = Arc::new(RowSource::new(ctx.source("export/source"), failure, Duration::from_millis(3)));
     let system = System::new(&ctx);
