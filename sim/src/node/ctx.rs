@@ -6,7 +6,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 
 use super::exit::ExitCause;
-use super::interleave::{Perturbed, Site};
+use super::interleave::{Interleave, Perturbed, Site};
 use crate::net::Host;
 use crate::run::Ctx;
 use crate::runtime::Owner;
@@ -65,6 +65,8 @@ pub(super) struct NodeInner {
     pub(super) name: String,
     /// The name again, shared by its tasks' [`Perturbed`](super::interleave::Perturbed) wrappers.
     pub(super) label: Arc<str>,
+    /// The run's interleaving state, for the same wrappers.
+    pub(super) interleave: Arc<Interleave>,
     pub(super) service: String,
     pub(super) replica: u64,
     pub(super) incarnation: u64,
@@ -227,7 +229,7 @@ impl NodeCtx {
 
     /// `future` as a task of this node whose polls go through the run's interleaving state.
     pub(super) fn perturbed<F>(&self, future: F, site: Site) -> Perturbed<F> {
-        Perturbed::new(future, &self.inner.ctx, Arc::clone(&self.inner.label), site)
+        Perturbed::new(future, &self.inner.ctx, Arc::clone(&self.inner.interleave), Arc::clone(&self.inner.label), site)
     }
 
     #[cfg(feature = "hyper")]

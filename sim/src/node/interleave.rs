@@ -92,7 +92,7 @@ struct State {
 }
 
 impl Interleave {
-    /// The run's state, armed for explore mode.
+    /// The run's state, armed for explore mode (once per incarnation: its tasks share it).
     pub(crate) fn of(ctx: &Ctx) -> std::sync::Arc<Interleave> {
         let interleave = ctx.extension::<Interleave>();
         if ctx.mode() == Mode::Explore {
@@ -154,8 +154,14 @@ pin_project_lite::pin_project! {
 }
 
 impl<F> Perturbed<F> {
-    pub(crate) fn new(inner: F, ctx: &Ctx, node: std::sync::Arc<str>, site: Site) -> Perturbed<F> {
-        Perturbed { inner, ctx: ctx.clone(), interleave: Interleave::of(ctx), node, site, yielded: false }
+    pub(crate) fn new(
+        inner: F,
+        ctx: &Ctx,
+        interleave: std::sync::Arc<Interleave>,
+        node: std::sync::Arc<str>,
+        site: Site,
+    ) -> Perturbed<F> {
+        Perturbed { inner, ctx: ctx.clone(), interleave, node, site, yielded: false }
     }
 }
 

@@ -261,6 +261,7 @@ impl System {
                 ctx: self.ctx.clone(),
                 name: name.to_string(),
                 label: Arc::from(name),
+                interleave: super::interleave::Interleave::of(&self.ctx),
                 service: service_name,
                 replica: instance.replica,
                 incarnation,
