@@ -487,7 +487,7 @@ fn print_crash_stats() {
     let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
     println!();
     println!(
-        "crashed nodes: {} incarnations crashed or killed, {} of their tasks aborted at the crash; tasks of ended incarnations polled afterwards: {}; network operations refused from ended incarnations: {}",
+        "crashed nodes (the shopping cart's sweeps): {} incarnations crashed or killed, {} of their tasks aborted at the crash; tasks of ended incarnations polled afterwards: {}; network operations refused from ended incarnations: {}",
         load(&stats.crashes),
         load(&stats.aborted_tasks),
         load(&stats.zombie_polls),

@@ -39,7 +39,8 @@ pub enum TaskSite {
     /// connections and HTTP/2 streams.
     Executor,
     /// Tasks spawned with [`NodeCtx::spawn`](crate::node::NodeCtx::spawn) from a source file
-    /// whose path ends with this (`"tracker.rs"`, `"src/export/tracker.rs"`).
+    /// whose path ends with this, on a `/` boundary (`"tracker.rs"`, `"src/export/tracker.rs"`;
+    /// not empty).
     SpawnedIn(String),
 }
 
@@ -55,7 +56,11 @@ impl Site {
     fn matches(self, site: &TaskSite) -> bool {
         match (self, site) {
             (Site::Entry, TaskSite::Entry) | (Site::Executor, TaskSite::Executor) => true,
-            (Site::Spawned(at), TaskSite::SpawnedIn(file)) => at.file().ends_with(file.as_str()),
+            (Site::Spawned(at), TaskSite::SpawnedIn(file)) => {
+                // On a path boundary: "tracker.rs" is not "subtracker.rs".
+                let path = at.file();
+                path == file || path.strip_suffix(file.as_str()).is_some_and(|head| head.ends_with('/'))
+            }
             _ => false,
         }
     }
@@ -132,9 +137,21 @@ impl Interleave {
 }
 
 /// Makes the next `polls` polls of `node`'s tasks at `site` yield first (see the module's
-/// docs): a scripted interleaving for a scenario test. Holds add up; a poll consumes one hold.
-/// Only tasks spawned after the run started are wrapped, which is every node task.
+/// docs): a scripted interleaving for a scenario test, recorded as a `node.hold` history event.
+///
+/// A hold is keyed by the node's name, so one left unused carries over to the node's next
+/// incarnation; it is used up only by polls of matching tasks, one per poll, each recorded as a
+/// `node.yield` event. A hold that names no task of a running node does nothing: the trace's
+/// `node.hold` line without `node.yield (held)` lines after it shows that.
+///
+/// # Panics
+/// If `site` is `SpawnedIn("")` (it would name every spawned task).
 pub fn hold_polls(ctx: &Ctx, node: &str, site: TaskSite, polls: u32) {
+    assert!(
+        site != TaskSite::SpawnedIn(String::new()),
+        "hold_polls: TaskSite::SpawnedIn needs a file name (\"tracker.rs\", \"src/export/tracker.rs\")"
+    );
+    ctx.record("node.hold", node, format!("{site:?}: the next {polls} polls yield"));
     let interleave = ctx.extension::<Interleave>();
     interleave.active.store(true, Ordering::Relaxed);
     interleave.state.lock().unwrap_or_else(|p| p.into_inner()).holds.push(Hold { node: node.to_string(), site, polls });
@@ -180,5 +197,24 @@ impl<F: Future> Future for Perturbed<F> {
         }
         *this.yielded = false;
         this.inner.poll(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Site, TaskSite};
+
+    #[test]
+    fn a_spawn_site_matches_a_file_on_a_path_boundary() {
+        let here = Site::Spawned(std::panic::Location::caller());
+        let named = |f: &str| TaskSite::SpawnedIn(f.to_string());
+        assert!(here.matches(&named("interleave.rs")));
+        assert!(here.matches(&named("node/interleave.rs")));
+        assert!(here.matches(&named("sim/src/node/interleave.rs")));
+        assert!(!here.matches(&named("leave.rs")));
+        assert!(!here.matches(&named("tracker.rs")));
+        assert!(!here.matches(&TaskSite::Entry));
+        assert!(Site::Entry.matches(&TaskSite::Entry));
+        assert!(!Site::Entry.matches(&TaskSite::Executor));
     }
 }

@@ -300,8 +300,11 @@ impl Sweep {
     /// The environment that replays `seed`.
     fn replay_env(&self, seed: Seed) -> Vec<(String, String)> {
         let mut env = vec![("SIM_SEED".to_string(), seed.to_string())];
-        if self.sim.mode == Mode::Explore {
-            env.push(("SIM_MODE".to_string(), "explore".to_string()));
+        // A simulation built in explore mode runs so when SIM_MODE is unset: a replay-mode run of
+        // it (SIM_MODE=replay) must say so too.
+        if self.sim.mode == Mode::Explore || env_var("SIM_MODE").is_some() {
+            let mode = if self.sim.mode == Mode::Explore { "explore" } else { "replay" };
+            env.push(("SIM_MODE".to_string(), mode.to_string()));
         }
         match &self.sim.attempt {
             Some(attempt) if !attempt.is_empty() => {
