@@ -369,7 +369,7 @@ impl Driver {
         queue.events.insert(key, event);
         drop(queue);
         if is_head {
-            self.arm();
+            self.arm_for(Some(Duration::from_nanos(due_nanos)));
         }
         EventId(key)
     }
@@ -427,16 +427,18 @@ impl Driver {
     /// the seed. One at a time, so an event's action can still cancel the next.
     fn take_next(&self, now_nanos: u64) -> Option<Event> {
         let mut queue = self.queue();
-        let first = *queue.events.first_key_value()?.0;
+        let mut keys = queue.events.keys();
+        let first = *keys.next()?;
         if first.due_nanos > now_nanos {
             return None;
         }
-        let mut keys = queue.events.keys();
-        keys.next();
         let tied = keys.next().is_some_and(|k| k.due_nanos == first.due_nanos);
-        let key = if !tied {
-            first
-        } else {
+        if !tied {
+            queue.fired += 1;
+            queue.last_fired_nanos = Some(now_nanos);
+            return queue.events.pop_first().map(|(_, event)| event);
+        }
+        let key = {
             let mut ties: Vec<(&Key, &Event)> =
                 queue.events.iter().take_while(|(k, _)| k.due_nanos == first.due_nanos).collect();
             ties.sort_by(|(a, ea), (b, eb)| (&ea.kind, &ea.identity, a.seq).cmp(&(&eb.kind, &eb.identity, b.seq)));
@@ -479,7 +481,12 @@ impl Driver {
     /// wheel (the timer's waker is [`TimerWaker`]), or, when the head is due already (or the
     /// timer is not made yet), wakes the driver task.
     fn arm(&self) {
-        let Some(due) = self.next_due() else { return };
+        self.arm_for(self.next_due());
+    }
+
+    /// [`Driver::arm`] for a head due at `due` (the caller knows it).
+    fn arm_for(&self, due: Option<Duration>) {
+        let Some(due) = due else { return };
         let deadline = self.inner.recorder.start() + due;
         if deadline <= crate::runtime::now() {
             self.wake_task();
