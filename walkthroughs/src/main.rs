@@ -390,16 +390,27 @@ fn main() -> ExitCode {
 
 /// One line per variant: seeds, failures, the first failing seed, its class and oracle, time.
 fn print_table(rows: &[Row], sharded: bool) {
+    let classes: Vec<String> = rows
+        .iter()
+        .map(|row| {
+            row.failures().next().and_then(|o| o.failure.as_ref()).map_or("-".to_string(), |f| {
+                format!("{}{}", f.class, f.oracle.as_ref().map(|o| format!(" [{o}]")).unwrap_or_default())
+            })
+        })
+        .collect();
+    // Columns as wide as their longest cell, so long variant names keep the table aligned.
+    let name_w = rows.iter().map(|r| r.case.name.chars().count()).max().unwrap_or(0).max(7);
+    let class_w = classes.iter().map(|c| c.chars().count()).max().unwrap_or(0).max(14);
+    // Seeds from `--base-seed build` run to 20 digits.
+    let first_w =
+        rows.iter().filter_map(|r| r.failures().next().map(|o| o.seed.to_string().len())).max().unwrap_or(0).max(5);
     println!();
     println!(
-        "{:<14} {:<40} {:>6} {:>9} {:>20} {:<46} {:>8} {:>10}  verdict",
+        "{:<14} {:<name_w$} {:>6} {:>9} {:>first_w$} {:<class_w$} {:>8} {:>10}  verdict",
         "walkthrough", "variant", "seeds", "failures", "first", "class [oracle]", "seconds", "ms/seed"
     );
-    for row in rows {
+    for (row, class) in rows.iter().zip(classes) {
         let first = row.failures().next();
-        let class = first.and_then(|o| o.failure.as_ref()).map_or("-".to_string(), |f| {
-            format!("{}{}", f.class, f.oracle.as_ref().map(|o| format!(" [{o}]")).unwrap_or_default())
-        });
         let ran = row.ran;
         let per_seed = row.seed_wall / ran.max(1) as u32;
         let verdict = match (&row.case.oracle, row.ok(false)) {
@@ -412,7 +423,7 @@ fn print_table(rows: &[Row], sharded: bool) {
         };
         let wall: Duration = row.reports.iter().map(|r| r.wall).sum();
         println!(
-            "{:<14} {:<40} {:>6} {:>9} {:>20} {:<46} {:>8.1} {:>10.2}  {verdict}",
+            "{:<14} {:<name_w$} {:>6} {:>9} {:>first_w$} {:<class_w$} {:>8.1} {:>10.2}  {verdict}",
             row.case.walkthrough,
             row.case.name,
             ran,
